@@ -210,6 +210,9 @@ CREATE TABLE IF NOT EXISTS shipments (
 -- list_shipments: visible shipments of an organization, newest first (keyset on id).
 CREATE INDEX IF NOT EXISTS shipments_list_idx ON shipments (organization_id, archived, id DESC)
   WHERE NOT awaiting_approval AND NOT owned_elsewhere;
+-- list_shipments?archived=any: every visible shipment, newest first.
+CREATE INDEX IF NOT EXISTS shipments_all_idx ON shipments (organization_id, id DESC)
+  WHERE NOT awaiting_approval AND NOT owned_elsewhere;
 -- list_shipments?status=...
 CREATE INDEX IF NOT EXISTS shipments_status_idx ON shipments (organization_id, status, id DESC)
   WHERE NOT awaiting_approval AND NOT owned_elsewhere;
@@ -427,6 +430,8 @@ CREATE TABLE IF NOT EXISTS packing_lines (
 CREATE INDEX IF NOT EXISTS packing_lines_shipment_idx ON packing_lines (shipment_id);
 -- list_shipments?q=<produce>
 CREATE INDEX IF NOT EXISTS packing_lines_produce_trgm ON packing_lines USING gin (produce_name gin_trgm_ops);
+-- list_shipments?q=<alias>: lines whose produce an alias names
+CREATE INDEX IF NOT EXISTS packing_lines_produce_lower_idx ON packing_lines (lower(produce_name));
 
 -- Common aliases of produce names understood by search ('avo' -> 'Avocado').
 CREATE TABLE IF NOT EXISTS produce_aliases (

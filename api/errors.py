@@ -1,0 +1,155 @@
+"""The one error contract: {error: {type, code, message, param}}, produced here only."""
+from flask import jsonify
+from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
+
+REALM = "Shipment Tracking API"
+
+
+class ApiError(Exception):
+    """Base of every error the API returns; subclasses fix status, type and code."""
+
+    status = 400
+    type = "invalid_request_error"
+    code = "invalid_parameter"
+    # Whether the response carries Service-Version (spec: not on 401, invalid_version, 429, unknown routes).
+    versioned = True
+
+    def __init__(self, message, param=None, headers=None):
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.headers = dict(headers or {})
+
+    def body(self):
+        """The error body of the spec."""
+        return {"error": {"type": self.type, "code": self.code,
+                          "message": self.message, "param": self.param}}
+
+
+class InvalidParameter(ApiError):
+    """400: a parameter or header is invalid; `param` names it."""
+
+
+class InvalidVersion(ApiError):
+    """400: Service-Version names an unpublished version."""
+
+    code = "invalid_version"
+    versioned = False
+
+    def __init__(self, message):
+        super().__init__(message, param="Service-Version")
+
+
+class AuthenticationError(ApiError):
+    """401: base for token problems; always carries WWW-Authenticate."""
+
+    status = 401
+    type = "authentication_error"
+    versioned = False
+    challenge_error = None
+
+    def __init__(self, message):
+        challenge = f'Bearer realm="{REALM}"'
+        if self.challenge_error:
+            challenge += f', error="{self.challenge_error}"'
+        super().__init__(message, headers={"WWW-Authenticate": challenge})
+
+
+class MissingToken(AuthenticationError):
+    """401: no bearer token was sent."""
+
+    code = "missing_token"
+
+
+class InvalidToken(AuthenticationError):
+    """401: the token is wrong, expired, revoked, or its user left the organization."""
+
+    code = "invalid_token"
+    challenge_error = "invalid_token"
+
+
+class InsufficientScope(ApiError):
+    """403: reserved by the spec; not raised today."""
+
+    status = 403
+    type = "permission_error"
+    code = "insufficient_scope"
+
+
+class ResourceMissing(ApiError):
+    """404: no such object in this organization (or a malformed, foreign or wrong-prefix id)."""
+
+    status = 404
+    type = "not_found_error"
+    code = "resource_missing"
+
+
+class UnknownRoute(ResourceMissing):
+    """404 for a path the API does not have; sent without Service-Version."""
+
+    versioned = False
+
+
+class MethodNotAllowedError(ApiError):
+    """405: every endpoint is GET (HEAD is answered as GET)."""
+
+    status = 405
+    code = "method_not_allowed"
+    versioned = False
+
+    def __init__(self):
+        super().__init__("Only GET is supported; the API is read-only.",
+                         headers={"Allow": "GET, HEAD"})
+
+
+class RateLimited(ApiError):
+    """429: a rate limit was hit; Retry-After says how many seconds to wait."""
+
+    status = 429
+    type = "rate_limit_error"
+    code = "rate_limited"
+    versioned = False
+
+    def __init__(self, message, retry_after):
+        super().__init__(message, headers={"Retry-After": str(retry_after)})
+
+
+ERROR_CLASSES = (InvalidParameter, InvalidVersion, MissingToken, InvalidToken, InsufficientScope,
+                 ResourceMissing, MethodNotAllowedError, RateLimited)
+
+
+def error_response(error):
+    """Render an ApiError as the JSON response of the spec."""
+    response = jsonify(error.body())
+    response.status_code = error.status
+    response.headers.update(error.headers)
+    response.unversioned = not error.versioned
+    return response
+
+
+class InternalError(ApiError):
+    """500: a bug on our side; the body never carries a stack trace."""
+
+    status = 500
+    type = "api_error"
+    code = "internal_error"
+    versioned = False
+
+
+def _from_http_exception(exc):
+    if exc.code and exc.code >= 500:
+        return InternalError("Something went wrong on our side. Try again later.")
+    if isinstance(exc, NotFound):
+        return UnknownRoute("Unrecognized request URL. See the API reference for the available paths.")
+    if isinstance(exc, MethodNotAllowed):
+        return MethodNotAllowedError()
+    error = InvalidParameter(exc.description or "The request could not be understood.")
+    error.status = exc.code if exc.code and 400 <= exc.code < 500 else 400
+    error.versioned = False
+    return error
+
+
+def register_error_handlers(app):
+    """Route every ApiError and werkzeug HTTPException through error_response."""
+    app.register_error_handler(ApiError, error_response)
+    app.register_error_handler(HTTPException, lambda exc: error_response(_from_http_exception(exc)))

@@ -1,0 +1,29 @@
+"""Public ids: `<prefix>_<positive integer>`, no leading zero, at most 18 digits."""
+import re
+
+PREFIXES = {
+    "organization": "org", "token": "tok", "shipment": "shp", "container": "ctr",
+    "label": "lbl", "shipment_leg": "leg", "tracking_event": "evt", "eta_revision": "eta",
+    "monitoring_alert": "alr", "shipment_check": "chk", "document": "doc",
+    "packing_list": "pkl", "pallet": "plt", "packing_line": "pln",
+}
+
+_ID = re.compile(r"([a-z]{3})_([1-9][0-9]{0,17})", re.ASCII)
+
+
+def format_id(prefix, number):
+    """`shp`, 42 -> 'shp_42'; None stays None."""
+    return None if number is None else f"{prefix}_{number}"
+
+
+def parse_id(value, prefix):
+    """The integer of a well-formed id with this prefix, else None."""
+    match = _ID.fullmatch(value or "")
+    if match is None or match.group(1) != prefix:
+        return None
+    return int(match.group(2))
+
+
+def id_pattern(prefix):
+    """The id pattern as a regular expression string, for the OpenAPI description."""
+    return f"^{prefix}_[1-9][0-9]{{0,17}}$"

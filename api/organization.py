@@ -1,0 +1,22 @@
+"""GET /organization: the organization and the token that asks."""
+from flask import Blueprint
+
+from api.context import principal
+from api.render import get_route, resource
+from api.schemas.organization import OrganizationSchema
+
+bp = Blueprint("organization", __name__)
+
+
+@get_route(bp, "/organization")
+def get_organization():
+    """The organization implied by the token, with the token itself."""
+    who = principal()
+    organization = {
+        "id": who["organization_id"], "name": who["organization_name"], "slug": who["slug"],
+        "api_version": who["api_version"],
+        "token": {"id": who["token_id"], "name": who["token_name"], "scopes": who["scopes"],
+                  "expires_at": who["expires_at"], "user_email": who["user_email"]},
+    }
+    return resource("organization", OrganizationSchema(), organization)
+

@@ -1,0 +1,150 @@
+"""Query-parameter fields and the one parser every view uses.
+
+Decisions on input the spec leaves open are in docs/parameters.md.
+"""
+import re
+from datetime import date, datetime, time, timezone
+
+from flask import request
+from marshmallow import EXCLUDE, Schema, ValidationError, fields
+
+from api.errors import InvalidParameter
+from api.ids import id_pattern, parse_id
+
+_DIGITS = re.compile(r"[0-9]{1,3}", re.ASCII)
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", re.ASCII)
+_DATE_TIME = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?"
+    r"(Z|[+-][0-9]{2}(:?[0-9]{2})?)?", re.ASCII)
+_BRACKETED = re.compile(r"([^\[\]]*)\[")
+
+
+class Limit(fields.Integer):
+    """Page size: decimal digits only, 1 to 100."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("load_default", 25)
+        kwargs.setdefault("metadata", {"description": "Page size, 1 to 100 (decimal digits only).",
+                                       "minimum": 1, "maximum": 100, "default": 25})
+        super().__init__(**kwargs)
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, str) or not _DIGITS.fullmatch(value) or not 1 <= int(value) <= 100:
+            raise ValidationError("limit must be an integer from 1 to 100, written in decimal digits.")
+        return int(value)
+
+
+class PrefixedId(fields.String):
+    """An id of one kind (`shp_42`) loaded as its integer."""
+
+    def __init__(self, prefix, description, **kwargs):
+        self.prefix = prefix
+        metadata = {"description": description, "pattern": id_pattern(prefix)}
+        super().__init__(metadata=metadata, **kwargs)
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        number = parse_id(value, self.prefix)
+        if number is None:
+            raise ValidationError(f"{attr} must be an id of the form {self.prefix}_<positive integer>.")
+        return number
+
+
+class CommaSeparated(fields.String):
+    """One value holding a comma-separated list of allowed words; empty means omitted."""
+
+    def __init__(self, choices, description, **kwargs):
+        self.choices = tuple(choices)
+        metadata = {"description": description + " Comma-separated; any of: " + ", ".join(self.choices) + "."}
+        super().__init__(metadata=metadata, **kwargs)
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        items = value.split(",")
+        unknown = [item for item in items if item not in self.choices]
+        if unknown:
+            raise ValidationError(f"{attr} has an unknown value {unknown[0]!r}; "
+                                  f"allowed: {', '.join(self.choices)}.")
+        return list(dict.fromkeys(items))
+
+
+class IdList(fields.String):
+    """A comma-separated list of ids of one kind, loaded as integers."""
+
+    def __init__(self, prefix, description, **kwargs):
+        self.prefix = prefix
+        super().__init__(metadata={"description": description + f" Comma-separated `{prefix}_` ids."}, **kwargs)
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        numbers = [parse_id(item, self.prefix) for item in value.split(",")]
+        if None in numbers:
+            raise ValidationError(f"{attr} must be a comma-separated list of {self.prefix}_<positive integer> ids.")
+        return list(dict.fromkeys(numbers))
+
+
+class Choice(fields.String):
+    """One word out of a fixed list."""
+
+    def __init__(self, choices, description, **kwargs):
+        self.choices = tuple(choices)
+        super().__init__(metadata={"description": description, "enum": list(self.choices)}, **kwargs)
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if value not in self.choices:
+            raise ValidationError(f"{attr} must be one of: {', '.join(self.choices)}.")
+        return value
+
+
+class TimeParam(fields.String):
+    """An ISO 8601 date-time (UTC when it has no offset) or a bare date (midnight UTC)."""
+
+    def __init__(self, description, **kwargs):
+        metadata = {"description": description + " An ISO 8601 date-time, or a date meaning midnight UTC "
+                                                  "at the start of that day."}
+        super().__init__(metadata=metadata, **kwargs)
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        parsed = parse_time(value)
+        if parsed is None:
+            raise ValidationError(f"{attr} must be an ISO 8601 date-time or a date (YYYY-MM-DD).")
+        return parsed
+
+
+def parse_time(value):
+    """A timezone-aware datetime from an ISO 8601 date-time or date, else None."""
+    # An unencoded '+' in a query string arrives as a space: '...T10:00:00 02:00'.
+    value = re.sub(r" ([0-9]{2}(:?[0-9]{2})?)$", r"+\1", value)
+    try:
+        if _DATE.fullmatch(value):
+            return datetime.combine(date.fromisoformat(value), time(0), tzinfo=timezone.utc)
+        if _DATE_TIME.fullmatch(value):
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    except ValueError:
+        return None
+    return None
+
+
+class QuerySchema(Schema):
+    """Base of every XListQuerySchema: unknown parameters are ignored."""
+
+    class Meta:
+        unknown = EXCLUDE
+
+
+def parse_query(schema):
+    """Load request.args with `schema`; any problem is a 400 invalid_parameter naming the parameter."""
+    names = {field.data_key or name for name, field in schema.fields.items()}
+    for key in request.args.keys():
+        bracketed = _BRACKETED.match(key)
+        if bracketed and bracketed.group(1) in names:
+            name = bracketed.group(1)
+            raise InvalidParameter(f"{name} takes a single value; array and hash forms such as "
+                                   f"{name}[] are not accepted.", param=name)
+    # A repeated parameter: the last occurrence is used.
+    data = {key: request.args.getlist(key)[-1] for key in names if key in request.args}
+    # An empty value of an optional filter means the filter is omitted; limit must not be empty.
+    data = {key: value for key, value in data.items() if value != "" or key == "limit"}
+    try:
+        return schema.load(data)
+    except ValidationError as error:
+        param, messages = next(iter(error.normalized_messages().items()))
+        raise InvalidParameter(messages[0] if isinstance(messages, list) else str(messages), param=param)

@@ -1,0 +1,39 @@
+"""Responses: one resource or a list envelope, shaped for the request's version."""
+from flask import jsonify
+
+from api import versions
+from api.context import version
+from api.errors import ResourceMissing
+from api.ids import parse_id
+
+
+def resource(kind, schema, obj):
+    """A single resource as JSON."""
+    return jsonify(versions.shape(kind, schema.dump(obj), version()))
+
+
+def listing(kind, schema, items, limit=None):
+    """The list envelope; with `limit`, `items` holds up to limit + 1 rows and the extra one sets has_more."""
+    has_more = limit is not None and len(items) > limit
+    if has_more:
+        items = items[:limit]
+    data = [versions.shape(kind, obj, version()) for obj in schema.dump(items, many=True)]
+    return jsonify({"object": "list", "data": data, "has_more": has_more})
+
+
+def path_id(value, prefix, noun):
+    """The integer of a path id, or 404 resource_missing for a malformed or wrong-prefix id."""
+    number = parse_id(value, prefix)
+    if number is None:
+        raise missing(noun, value)
+    return number
+
+
+def missing(noun, value):
+    """The 404 for an object this organization does not have."""
+    return ResourceMissing(f"No such {noun}: {value!r}.", param=None)
+
+
+def get_route(blueprint, rule):
+    """Register a GET-only view (HEAD answered as GET; OPTIONS is 405 like every other method)."""
+    return blueprint.route(rule, methods=["GET"], provide_automatic_options=False)

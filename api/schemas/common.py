@@ -1,0 +1,28 @@
+"""The error body and the list envelope."""
+from marshmallow import Schema, fields
+
+from api.schemas.fields import doc
+
+
+class ErrorDetailSchema(Schema):
+    type = fields.String(metadata=doc("Error family.", enum=[
+        "invalid_request_error", "authentication_error", "permission_error", "not_found_error",
+        "rate_limit_error"]))
+    code = fields.String(metadata=doc("What went wrong; branch on this.", enum=[
+        "invalid_parameter", "invalid_version", "missing_token", "invalid_token", "insufficient_scope",
+        "resource_missing", "method_not_allowed", "rate_limited"]))
+    message = fields.String(metadata=doc("An English sentence for people; not to be parsed."))
+    param = fields.String(allow_none=True, metadata=doc("The offending parameter or header, or null."))
+
+
+class ErrorSchema(Schema):
+    error = fields.Nested(ErrorDetailSchema, metadata=doc("The error."))
+
+
+def list_schema(item_schema, name):
+    """A list envelope schema class whose `data` holds `item_schema` items."""
+    return type(name, (Schema,), {
+        "object": fields.Constant("list", metadata=doc("Always `list`.")),
+        "data": fields.List(fields.Nested(item_schema), metadata=doc("The items.")),
+        "has_more": fields.Boolean(metadata=doc("Whether another page follows.")),
+    })

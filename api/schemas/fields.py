@@ -1,0 +1,52 @@
+"""Field types shared by every resource schema."""
+from datetime import timezone
+
+from marshmallow import fields
+
+from api.ids import format_id, id_pattern
+
+
+def doc(description, **extra):
+    """Field metadata for the OpenAPI description."""
+    return {"description": description, **extra}
+
+
+class Id(fields.String):
+    """An integer primary key dumped as `<prefix>_<n>`."""
+
+    def __init__(self, prefix, description="", **kwargs):
+        self.prefix = prefix
+        kwargs.setdefault("metadata", doc(description or f"`{prefix}_<int>`", pattern=id_pattern(prefix)))
+        super().__init__(**kwargs)
+
+    def _serialize(self, value, attr, obj, **kwargs):
+        return format_id(self.prefix, value)
+
+
+class UtcDateTime(fields.DateTime):
+    """A UTC timestamp written ISO 8601 with a Z suffix, to the second."""
+
+    def _serialize(self, value, attr, obj, **kwargs):
+        if value is None:
+            return None
+        return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class LocalDateTime(fields.DateTime):
+    """A timestamp that keeps its local UTC offset (`+HH:MM`), to the second."""
+
+    def _serialize(self, value, attr, obj, **kwargs):
+        if value is None:
+            return None
+        text = value.replace(microsecond=0).isoformat()
+        return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+def enum(values, description, **kwargs):
+    """A string field documented with its known values (clients must accept others too)."""
+    return fields.String(metadata=doc(description, enum=list(values)), **kwargs)
+
+
+def nullable_string(description):
+    """A string field whose value may be null."""
+    return fields.String(allow_none=True, metadata=doc(description))

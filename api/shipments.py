@@ -1,0 +1,37 @@
+"""GET /shipments and GET /shipments/{id}."""
+from flask import Blueprint
+
+from api.context import get_conn, principal
+from api.params import parse_query
+from api.render import get_route, listing, missing, path_id, resource
+from api.schemas.queries import ShipmentListQuerySchema
+from api.schemas.shipments import ShipmentSchema
+from models import shipments
+
+bp = Blueprint("shipments", __name__)
+
+_ARCHIVED = {"false": False, "true": True, "any": None}
+
+
+@get_route(bp, "/shipments")
+def list_shipments():
+    """Visible shipments, newest first, filtered and keyset-paged."""
+    query = parse_query(ShipmentListQuerySchema())
+    items = shipments.list_shipments(
+        get_conn(), principal()["organization_id"], query["limit"] + 1,
+        q=query.get("q"), statuses=query.get("status"), label_ids=query.get("labels"),
+        archived=_ARCHIVED[query["archived"]],
+        created_after=query.get("created_after"), created_before=query.get("created_before"),
+        eta_after=query.get("eta_after"), eta_before=query.get("eta_before"),
+        starting_after=query.get("starting_after"))
+    return listing("shipment", ShipmentSchema(), items, query["limit"])
+
+
+@get_route(bp, "/shipments/<shipment_id>")
+def get_shipment(shipment_id):
+    """One shipment, archived ones included."""
+    found = shipments.get_shipment(get_conn(), principal()["organization_id"],
+                                   path_id(shipment_id, "shp", "shipment"))
+    if found is None:
+        raise missing("shipment", shipment_id)
+    return resource("shipment", ShipmentSchema(), found)

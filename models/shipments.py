@@ -1,0 +1,189 @@
+"""Shipments as the API shows them: one page (or one shipment) in a constant number of statements."""
+
+# list_shipments: a page of visible shipments, newest first, with per-shipment aggregates.
+# Optional filters are `(%(x)s IS NULL OR ...)`; psycopg2 inlines the values, so the
+# planner folds away the filters that are not used.
+_PAGE_SQL = """
+WITH page AS (
+  SELECT s.*
+    FROM shipments s
+   WHERE s.organization_id = %(organization_id)s
+     AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
+     AND (%(shipment_id)s::bigint IS NULL OR s.id = %(shipment_id)s)
+     AND (%(archived)s::boolean IS NULL OR s.archived = %(archived)s)
+     AND (%(statuses)s::text[] IS NULL OR s.status = ANY (%(statuses)s::text[]))
+     AND (%(created_after)s::timestamptz IS NULL OR s.created_at >= %(created_after)s)
+     AND (%(created_before)s::timestamptz IS NULL OR s.created_at <= %(created_before)s)
+     AND (%(eta_after)s::timestamptz IS NULL OR s.effective_eta >= %(eta_after)s)
+     AND (%(eta_before)s::timestamptz IS NULL OR s.effective_eta <= %(eta_before)s)
+     AND (%(starting_after)s::bigint IS NULL OR s.id < %(starting_after)s)
+     AND (%(label_ids)s::bigint[] IS NULL OR s.id IN (
+           SELECT sl.shipment_id FROM shipment_labels sl
+            WHERE sl.label_id = ANY (%(label_ids)s::bigint[])
+            GROUP BY sl.shipment_id
+           HAVING count(*) = cardinality(%(label_ids)s::bigint[])))
+     AND (%(q)s::text IS NULL OR s.id IN ({search}))
+   ORDER BY s.id DESC
+   LIMIT %(limit)s
+)
+SELECT p.id, p.reference, p.erp_reference, p.transport_reference, p.transport_reference_type,
+       p.transport_type, p.cargo_type, p.temperature_celsius, p.status, p.archived, p.archived_at,
+       p.validated_at, p.approved_at,
+       p.origin_location, p.origin_country, p.origin_timezone,
+       p.destination_location, p.destination_country, p.destination_timezone,
+       p.etd, p.eta, p.effective_eta, p.original_eta, p.predicted_eta,
+       p.carrier_name, p.carrier_scac,
+       p.tracking_state, p.tracking_status, p.unavailable_reason, p.halted_reason,
+       p.last_tracked_at, p.carrier_updated_at,
+       p.consignor, p.consignee, p.notify_party, p.draft_produce, p.notes,
+       p.load_type, p.house_bl, p.forwarder_reference, p.forwarder_eta,
+       p.created_at, p.updated_at,
+       ck.total AS checks_total, ck.passed AS checks_passed, ck.failed AS checks_failed,
+       ck.warnings AS checks_warnings, ck.skipped AS checks_skipped, ck.pending AS checks_pending,
+       pa.pallets AS cargo_pallets, pa.has_packing_list,
+       ln.boxes AS cargo_boxes, ln.net_weight_kg AS cargo_net_weight_kg,
+       ln.gross_weight_kg AS cargo_gross_weight_kg, ln.organic, ln.produce
+  FROM page p
+  CROSS JOIN LATERAL (
+    SELECT count(*) AS total,
+           count(*) FILTER (WHERE c.status = 'passed') AS passed,
+           count(*) FILTER (WHERE c.status = 'failed') AS failed,
+           count(*) FILTER (WHERE c.status = 'warning') AS warnings,
+           count(*) FILTER (WHERE c.status = 'skipped') AS skipped,
+           count(*) FILTER (WHERE c.status = 'pending') AS pending
+      FROM checks c WHERE c.shipment_id = p.id) ck
+  CROSS JOIN LATERAL (
+    SELECT count(*) AS pallets,
+           EXISTS (SELECT 1 FROM packing_lists k
+                    WHERE k.shipment_id = p.id AND k.is_current) AS has_packing_list
+      FROM pallets pl LEFT JOIN packing_lists k ON k.id = pl.packing_list_id
+     WHERE pl.shipment_id = p.id AND (k.id IS NULL OR k.is_current)) pa
+  CROSS JOIN LATERAL (
+    SELECT coalesce(sum(l.box_count), 0) AS boxes,
+           coalesce(sum(l.net_weight_kg), 0) AS net_weight_kg,
+           coalesce(sum(l.gross_weight_kg), 0) AS gross_weight_kg,
+           coalesce(bool_or(l.organic) FILTER (WHERE k.id IS NOT NULL), false) AS organic,
+           coalesce(array_agg(DISTINCT l.produce_name ORDER BY l.produce_name)
+                    FILTER (WHERE k.id IS NOT NULL), '{{}}'::text[]) AS produce
+      FROM packing_lines l
+      JOIN pallets pl ON pl.id = l.pallet_id
+      LEFT JOIN packing_lists k ON k.id = pl.packing_list_id
+     WHERE l.shipment_id = p.id AND (k.id IS NULL OR k.is_current)) ln
+ ORDER BY p.id DESC
+"""
+
+# list_shipments?q=: ids of shipments matching the free text, each branch served by a trigram index.
+_SEARCH_SQL = """
+  SELECT m.id FROM shipments m
+   WHERE m.organization_id = %(organization_id)s
+     AND (m.reference ILIKE %(q_like)s
+          OR m.erp_reference ILIKE %(q_like)s
+          OR compact_reference(m.transport_reference) LIKE %(q_compact_like)s
+          OR m.consignor ILIKE %(q_like)s OR %(q)s <%% m.consignor
+          OR m.consignee ILIKE %(q_like)s OR %(q)s <%% m.consignee
+          OR produce_text(m.draft_produce) ILIKE %(q_like)s)
+  UNION
+  SELECT c.shipment_id FROM containers c
+   WHERE c.organization_id = %(organization_id)s AND c.number LIKE %(q_compact_like)s
+  UNION
+  SELECT l.shipment_id FROM packing_lines l
+   WHERE l.produce_name ILIKE %(q_like)s
+      OR lower(l.produce_name) IN (SELECT lower(a.produce_name) FROM produce_aliases a
+                                    WHERE a.alias LIKE lower(%(q_like)s))
+"""
+
+LIST_SQL = _PAGE_SQL.format(search=_SEARCH_SQL)
+
+# shipment containers, oldest first, for a set of shipments.
+CONTAINERS_SQL = """
+SELECT c.shipment_id, c.id, c.number, c.seal_number, c.vessel, c.voyage, c.port_of_loading,
+       c.port_of_discharge, c.etd, c.eta, c.cargo_type, c.temperature_celsius
+  FROM containers c
+ WHERE c.shipment_id = ANY (%(ids)s)
+ ORDER BY c.shipment_id, c.id
+"""
+
+# shipment labels, sorted by name, for a set of shipments.
+LABELS_SQL = """
+SELECT sl.shipment_id, l.id, l.name, l.color, l.color_hex
+  FROM shipment_labels sl JOIN labels l ON l.id = sl.label_id
+ WHERE sl.shipment_id = ANY (%(ids)s)
+ ORDER BY l.name, l.id
+"""
+
+FILTERS = ("shipment_id", "archived", "statuses", "created_after", "created_before",
+           "eta_after", "eta_before", "starting_after", "label_ids", "q")
+
+
+def _like_pattern(text):
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def search_params(q):
+    """The parameters of the free-text search for `q` (None when there is no search)."""
+    if not q:
+        return {"q": None, "q_like": None, "q_compact_like": None}
+    compact = q.upper().replace(" ", "").replace("-", "")
+    return {"q": q, "q_like": _like_pattern(q),
+            "q_compact_like": _like_pattern(compact) if compact else None}
+
+
+def list_shipments(conn, organization_id, limit, **filters):
+    """Up to `limit` visible shipments, newest first, fully assembled."""
+    params = {name: None for name in FILTERS}
+    params.update(filters)
+    params.update(search_params(params.pop("q")))
+    params.update(organization_id=organization_id, limit=limit)
+    with conn.cursor() as cur:
+        cur.execute(LIST_SQL, params)
+        rows = cur.fetchall()
+        if not rows:
+            return []
+        ids = [row["id"] for row in rows]
+        cur.execute(CONTAINERS_SQL, {"ids": ids})
+        containers = _group(cur.fetchall())
+        cur.execute(LABELS_SQL, {"ids": ids})
+        labels = _group(cur.fetchall())
+    return [_assemble(row, containers.get(row["id"], []), labels.get(row["id"], [])) for row in rows]
+
+
+def get_shipment(conn, organization_id, shipment_id):
+    """One visible shipment (archived included), or None."""
+    found = list_shipments(conn, organization_id, 1, shipment_id=shipment_id)
+    return found[0] if found else None
+
+
+def _group(rows):
+    grouped = {}
+    for row in rows:
+        grouped.setdefault(row.pop("shipment_id"), []).append(row)
+    return grouped
+
+
+def _place(row, prefix):
+    return {"location": row[prefix + "_location"], "country": row[prefix + "_country"],
+            "timezone": row[prefix + "_timezone"]}
+
+
+def _assemble(row, containers, labels):
+    """Nest a flat row into the Shipment shape."""
+    return {
+        **row,
+        "origin": _place(row, "origin"),
+        "destination": _place(row, "destination"),
+        "carrier": {"name": row["carrier_name"], "scac": row["carrier_scac"]},
+        "tracking": {"state": row["tracking_state"], "status": row["tracking_status"],
+                     "unavailable_reason": row["unavailable_reason"], "halted_reason": row["halted_reason"],
+                     "last_tracked_at": row["last_tracked_at"], "carrier_updated_at": row["carrier_updated_at"]},
+        "parties": {"consignor": row["consignor"], "consignee": row["consignee"],
+                    "notify_party": row["notify_party"]},
+        "produce": row["produce"] if row["has_packing_list"] else sorted(set(row["draft_produce"])),
+        "cargo": {"pallets": row["cargo_pallets"], "boxes": row["cargo_boxes"],
+                  "net_weight_kg": row["cargo_net_weight_kg"], "gross_weight_kg": row["cargo_gross_weight_kg"]},
+        "checks": {"total": row["checks_total"], "passed": row["checks_passed"], "failed": row["checks_failed"],
+                   "warnings": row["checks_warnings"], "skipped": row["checks_skipped"],
+                   "pending": row["checks_pending"]},
+        "containers": containers,
+        "labels": labels,
+    }

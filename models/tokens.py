@@ -1,0 +1,120 @@
+"""API tokens: `sv_` + 40 letters and digits; only a SHA-256 fingerprint is stored."""
+import hashlib
+import re
+import secrets
+import string
+
+TOKEN_PATTERN = re.compile(r"sv_[A-Za-z0-9]{40}", re.ASCII)
+MAX_ACTIVE_TOKENS = 10
+EXPIRIES = {"30d": "30 days", "90d": "90 days", "1y": "1 year", "never": None}
+_ALPHABET = string.ascii_letters + string.digits
+
+
+class TokenLimitReached(Exception):
+    """The organization already has the maximum of active tokens."""
+
+
+def generate_token():
+    """A new token value from the operating system's CSPRNG."""
+    return "sv_" + "".join(secrets.choice(_ALPHABET) for _ in range(40))
+
+
+def fingerprint(token):
+    """The stored form of a token value."""
+    return hashlib.sha256(token.encode("ascii")).digest()
+
+
+# authenticate: the active token with this fingerprint, its user (still a member) and organization.
+AUTHENTICATE_SQL = """
+SELECT t.id AS token_id, t.name AS token_name, t.scopes, t.expires_at, u.email AS user_email,
+       o.id AS organization_id, o.name AS organization_name, o.slug, o.api_version
+  FROM tokens t
+  JOIN organizations o ON o.id = t.organization_id
+  JOIN users u ON u.id = t.user_id
+  JOIN memberships m ON m.organization_id = t.organization_id AND m.user_id = t.user_id
+ WHERE t.fingerprint = %(fingerprint)s
+   AND t.revoked_at IS NULL
+   AND (t.expires_at IS NULL OR t.expires_at > now())
+   AND m.removed_at IS NULL
+"""
+
+
+def authenticate(conn, token):
+    """The principal (token, user, organization) for a token value, or None."""
+    with conn.cursor() as cur:
+        cur.execute(AUTHENTICATE_SQL, {"fingerprint": fingerprint(token)})
+        return cur.fetchone()
+
+
+# create_token: lock the organization row so two creations cannot both pass the limit.
+_LOCK_ORG_SQL = "SELECT id FROM organizations WHERE id = %(organization_id)s FOR UPDATE"
+# count of active tokens (expired and revoked ones do not count).
+_ACTIVE_COUNT_SQL = """
+SELECT count(*) AS active FROM tokens
+ WHERE organization_id = %(organization_id)s AND revoked_at IS NULL
+   AND (expires_at IS NULL OR expires_at > now())
+"""
+_INSERT_SQL = """
+INSERT INTO tokens (organization_id, user_id, name, fingerprint, expires_at)
+VALUES (%(organization_id)s, %(user_id)s, %(name)s, %(fingerprint)s,
+        now() + %(expires_in)s::interval)
+RETURNING id, expires_at
+"""
+
+
+def create_token(conn, organization_id, user_id, name, expires):
+    """Create a token; returns (value, row). The value is never stored."""
+    with conn.cursor() as cur:
+        cur.execute(_LOCK_ORG_SQL, {"organization_id": organization_id})
+        cur.execute(_ACTIVE_COUNT_SQL, {"organization_id": organization_id})
+        if cur.fetchone()["active"] >= MAX_ACTIVE_TOKENS:
+            raise TokenLimitReached(f"the organization already has {MAX_ACTIVE_TOKENS} active tokens")
+        value = generate_token()
+        cur.execute(_INSERT_SQL, {"organization_id": organization_id, "user_id": user_id, "name": name,
+                                  "fingerprint": fingerprint(value), "expires_in": EXPIRIES[expires]})
+        return value, cur.fetchone()
+
+
+# tokens list: every token of an organization with its owner and state.
+_LIST_SQL = """
+SELECT t.id, t.name, u.email AS user_email, t.created_at, t.expires_at, t.revoked_at,
+       CASE WHEN t.revoked_at IS NOT NULL THEN 'revoked'
+            WHEN t.expires_at IS NOT NULL AND t.expires_at <= now() THEN 'expired'
+            WHEN m.removed_at IS NOT NULL THEN 'member_removed'
+            ELSE 'active' END AS state
+  FROM tokens t JOIN users u ON u.id = t.user_id
+  JOIN memberships m ON m.organization_id = t.organization_id AND m.user_id = t.user_id
+ WHERE t.organization_id = %(organization_id)s
+   AND (%(user_id)s::bigint IS NULL OR t.user_id = %(user_id)s)
+ ORDER BY t.id
+"""
+
+
+def list_tokens(conn, organization_id, user_id=None):
+    """Tokens of an organization (of one user when given), oldest first."""
+    with conn.cursor() as cur:
+        cur.execute(_LIST_SQL, {"organization_id": organization_id, "user_id": user_id})
+        return cur.fetchall()
+
+
+# revoke_token: returns the organization and user so the caller can check the actor's rights.
+_REVOKE_SQL = """
+UPDATE tokens SET revoked_at = coalesce(revoked_at, now())
+ WHERE id = %(token_id)s
+RETURNING id, organization_id, user_id
+"""
+
+
+def get_token(conn, token_id):
+    """One token row by id, or None."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT id, organization_id, user_id, revoked_at FROM tokens WHERE id = %(id)s",
+                    {"id": token_id})
+        return cur.fetchone()
+
+
+def revoke_token(conn, token_id):
+    """Revoke a token (idempotent); returns its row or None."""
+    with conn.cursor() as cur:
+        cur.execute(_REVOKE_SQL, {"token_id": token_id})
+        return cur.fetchone()
