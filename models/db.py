@@ -24,13 +24,15 @@ def embedded_database_url(data_dir=EMBEDDED_DATA_DIR, database=EMBEDDED_DATABASE
     data_dir = Path(data_dir)
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     server = get_server(data_dir)
-    with psycopg2.connect(server.get_uri(database="postgres")) as conn:
-        conn.autocommit = True
+    conn = psycopg2.connect(server.get_uri(database="postgres"))
+    conn.autocommit = True
+    try:
         with conn.cursor() as cur:
             cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,))
             if cur.fetchone() is None:
                 cur.execute(f'CREATE DATABASE "{database}"')
-    conn.close()
+    finally:
+        conn.close()
     return server.get_uri(database=database)
 
 
