@@ -13,13 +13,16 @@ tokens_cli = AppGroup("tokens", help="API tokens.")
 @click.option("--user", "email", required=True, help="The member creating the token for themself.")
 @click.option("--name", required=True)
 @click.option("--expires", type=click.Choice(list(tokens.EXPIRIES)), required=True)
-def create(slug, email, name, expires):
+@click.option("--replace", is_flag=True, help="First revoke this user's active tokens of the same name.")
+def create(slug, email, name, expires, replace):
     """Create a token; prints only its value, shown this once."""
     if not name.strip():
         raise click.BadParameter("the name must not be blank", param_hint="--name")
     with transaction() as conn:
         org = require_organization(conn, slug)
         member = require_member(conn, org, email)
+        if replace:
+            tokens.revoke_named(conn, org["id"], member["user_id"], name.strip())
         try:
             value, row = tokens.create_token(conn, org["id"], member["user_id"], name.strip(), expires)
         except tokens.TokenLimitReached as error:

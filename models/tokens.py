@@ -118,3 +118,18 @@ def revoke_token(conn, token_id):
     with conn.cursor() as cur:
         cur.execute(_REVOKE_SQL, {"token_id": token_id})
         return cur.fetchone()
+
+
+# revoke_named: a lost token is revoked and replaced; this revokes a user's tokens of one name.
+_REVOKE_NAMED_SQL = """
+UPDATE tokens SET revoked_at = now()
+ WHERE organization_id = %(organization_id)s AND user_id = %(user_id)s AND name = %(name)s
+   AND revoked_at IS NULL
+"""
+
+
+def revoke_named(conn, organization_id, user_id, name):
+    """Revoke a user's active tokens with this name; returns how many."""
+    with conn.cursor() as cur:
+        cur.execute(_REVOKE_NAMED_SQL, {"organization_id": organization_id, "user_id": user_id, "name": name})
+        return cur.rowcount
