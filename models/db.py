@@ -61,8 +61,10 @@ class Connection(psycopg2.extensions.connection):
     statement_count = 0
 
 
+# Sessions read timestamps in UTC. Fuzzy name search (`<%`) accepts a word similarity of 0.5
+# (pg_trgm's default 0.6 misses a swapped pair of letters in a short name such as "Fruti Co").
 _CONNECT_ARGS = {"connection_factory": Connection, "cursor_factory": CountingCursor,
-                 "options": "-c timezone=UTC"}
+                 "options": "-c timezone=UTC -c pg_trgm.word_similarity_threshold=0.5"}
 
 
 def connect(url):

@@ -79,8 +79,8 @@ _SEARCH_SQL = """
      AND (m.reference ILIKE %(q_like)s
           OR m.erp_reference ILIKE %(q_like)s
           OR compact_reference(m.transport_reference) LIKE %(q_compact_like)s
-          OR m.consignor ILIKE %(q_like)s OR %(q)s <%% m.consignor
-          OR m.consignee ILIKE %(q_like)s OR %(q)s <%% m.consignee
+          OR m.consignor ILIKE %(q_like)s OR %(q_fuzzy)s <%% m.consignor
+          OR m.consignee ILIKE %(q_like)s OR %(q_fuzzy)s <%% m.consignee
           OR produce_text(m.draft_produce) ILIKE %(q_like)s)
   UNION
   SELECT c.shipment_id FROM containers c
@@ -120,13 +120,18 @@ def _like_pattern(text):
     return f"%{escaped}%"
 
 
+# Below this length a misspelling cannot be told from another word, so names match only partially.
+FUZZY_MIN_LENGTH = 5
+
+
 def search_params(q):
     """The parameters of the free-text search for `q` (None when there is no search)."""
     if not q:
-        return {"q": None, "q_like": None, "q_compact_like": None}
+        return {"q": None, "q_like": None, "q_compact_like": None, "q_fuzzy": None}
     compact = q.upper().replace(" ", "").replace("-", "")
     return {"q": q, "q_like": _like_pattern(q),
-            "q_compact_like": _like_pattern(compact) if compact else None}
+            "q_compact_like": _like_pattern(compact) if compact else None,
+            "q_fuzzy": q if len(q.strip()) >= FUZZY_MIN_LENGTH else None}
 
 
 def list_shipments(conn, organization_id, limit, **filters):

@@ -1,0 +1,204 @@
+"""Latency of the read API through gunicorn on 127.0.0.1, one client at a time.
+
+    .venv/bin/python bench/api.py --shipments 100000          # seed a bench database, then measure
+    .venv/bin/python bench/api.py --reuse                      # measure the database seeded before
+
+Uses $DATABASE_URL's server (else the embedded one) and its own database `shiptrack_bench`.
+Prints p50/p95 per scenario, the query plan of each list query (and fails loudly if one
+scans shipments sequentially), and a gunicorn worker's RSS across many requests.
+Not a test: timings depend on the machine, so compare figures from one run.
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg2
+import requests
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from models import db  # noqa: E402
+from models import shipments as shipment_sql  # noqa: E402
+
+BENCH_DB = "shiptrack_bench"
+
+
+def bench_url():
+    """URL of the bench database on the configured (or embedded) server."""
+    server = os.environ.get("DATABASE_URL") or db.embedded_database_url()
+    return urlunsplit(urlsplit(server)._replace(path="/" + BENCH_DB)), server
+
+
+def run(*args, env, capture=False):
+    """Run a flask CLI command against the bench database."""
+    command = [sys.executable, "-m", "flask", "--app", "app", *args]
+    out = subprocess.run(command, cwd=ROOT, env=env, check=True, text=True,
+                         stdout=subprocess.PIPE if capture else None)
+    return out.stdout.strip() if capture else None
+
+
+def seed(server, env, count):
+    """Recreate the bench database and fill it with `count` demo shipments."""
+    admin = psycopg2.connect(urlunsplit(urlsplit(server)._replace(path="/postgres")))
+    admin.autocommit = True
+    with admin.cursor() as cur:
+        cur.execute(f'DROP DATABASE IF EXISTS "{BENCH_DB}" WITH (FORCE)')
+        cur.execute(f'CREATE DATABASE "{BENCH_DB}"')
+    admin.close()
+    run("db", "init", env=env)
+    started = time.monotonic()
+    run("demo", "seed", "--shipments", str(count), env=env)
+    print(f"seeded {count} shipments in {time.monotonic() - started:.0f} s", flush=True)
+    conn = psycopg2.connect(env["DATABASE_URL"])
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute("VACUUM ANALYZE")
+    conn.close()
+
+
+def start_gunicorn(env, port, workers):
+    """gunicorn with the app on 127.0.0.1:port; returns the master process once it answers."""
+    process = subprocess.Popen([str(Path(sys.executable).parent / "gunicorn"), "-w", str(workers),
+                                "-b", f"127.0.0.1:{port}", "--log-level", "warning", "app:create_app()"],
+                               cwd=ROOT, env=env)
+    for _ in range(100):
+        try:
+            requests.get(f"http://127.0.0.1:{port}/openapi.json", timeout=1)
+            return process
+        except requests.ConnectionError:
+            time.sleep(0.2)
+    process.kill()
+    raise SystemExit("gunicorn did not start")
+
+
+def measure(session, url, headers, count):
+    """Latencies in milliseconds of `count` sequential GETs (after 5 warm-up requests)."""
+    for _ in range(5):
+        session.get(url, headers=headers).raise_for_status()
+    timings = []
+    for _ in range(count):
+        started = time.perf_counter()
+        response = session.get(url, headers=headers)
+        timings.append((time.perf_counter() - started) * 1000)
+        response.raise_for_status()
+    return timings
+
+
+def percentile(values, fraction):
+    """The value at `fraction` of the sorted values (nearest rank)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
+
+
+def explain(conn, organization_id, limit, **filters):
+    """The plan of the list query for these filters; refuses a sequential scan of shipments."""
+    params = {name: None for name in shipment_sql.FILTERS}
+    params.update(filters)
+    params.update(shipment_sql.search_params(params.pop("q")))
+    params.update(organization_id=organization_id, limit=limit)
+    with conn.cursor() as cur:
+        cur.execute("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) " + shipment_sql.LIST_SQL, params)
+        plan = "\n".join(row[0] for row in cur.fetchall())
+    seq = [line for line in plan.splitlines() if "Seq Scan on shipments" in line]
+    return plan, seq
+
+
+def worker_rss_mb(master_pid):
+    """Resident memory (MB) of each gunicorn worker of this master."""
+    children = Path(f"/proc/{master_pid}/task/{master_pid}/children").read_text().split()
+    sizes = []
+    for pid in children:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                sizes.append(int(line.split()[1]) / 1024)
+    return sizes
+
+
+def scenarios(conn, organization_id):
+    """(name, path, target p50 ms or None, list-query filters or None) for the endpoints measured."""
+    with conn.cursor() as cur:
+        cur.execute("""SELECT id FROM shipments WHERE organization_id = %s AND NOT archived
+                       AND NOT awaiting_approval AND NOT owned_elsewhere
+                       ORDER BY id DESC OFFSET 49999 LIMIT 1""", (organization_id,))
+        deep = cur.fetchone()[0]
+        cur.execute("""SELECT id FROM shipments WHERE organization_id = %s AND NOT awaiting_approval
+                       AND NOT owned_elsewhere ORDER BY id DESC LIMIT 1""", (organization_id,))
+        one = cur.fetchone()[0]
+    return [
+        ("GET /shipments?limit=100 (page 1)", "/shipments?limit=100", 40, {}),
+        ("GET /shipments?limit=100 (page 500)", f"/shipments?limit=100&starting_after=shp_{deep}", None,
+         {"starting_after": deep, "archived": False}),
+        ("GET /shipments?limit=100&q=avocado", "/shipments?limit=100&q=avocado", 60, {"q": "avocado"}),
+        ("GET /shipments?limit=100&q=MSKU", "/shipments?limit=100&q=MSKU", 60, {"q": "MSKU"}),
+        ("GET /shipments?limit=100&q=<consignor typo>", "/shipments?limit=100&q=Frutas%20del%20Sul", 60,
+         {"q": "Frutas del Sul"}),
+        ("GET /shipments/{id}", f"/shipments/shp_{one}", 10, None),
+    ]
+
+
+def main():
+    """Seed if asked, then measure every scenario and print a table."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shipments", type=int, default=100_000)
+    parser.add_argument("--reuse", action="store_true", help="measure the existing bench database")
+    parser.add_argument("--requests", type=int, default=200, help="requests per scenario")
+    parser.add_argument("--memory-requests", type=int, default=10_000)
+    parser.add_argument("--port", type=int, default=18765)
+    args = parser.parse_args()
+
+    url, server = bench_url()
+    env = {**os.environ, "DATABASE_URL": url}
+    if not args.reuse:
+        seed(server, env, args.shipments)
+    token = run("tokens", "create", "--org", "acme", "--user", "owner@acme.example", "--name", "bench",
+                "--expires", "30d", "--replace", env=env, capture=True)
+    conn = psycopg2.connect(url)
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute("SELECT id FROM organizations WHERE slug = 'acme'")
+        organization_id = cur.fetchone()[0]
+        cur.execute("SELECT count(*) FROM shipments WHERE organization_id = %s", (organization_id,))
+        total = cur.fetchone()[0]
+    print(f"acme has {total} shipments")
+    # Rate limits would stop a benchmark; it runs with them raised (they are still counted).
+    env["SHIPTRACK_RATE_LIMITS"] = '{"window_seconds":300,"per_token":10000000,"per_ip":10000000,' \
+                                   '"anonymous_per_ip":10000000}'
+    server_process = start_gunicorn(env, args.port, workers=2)
+    headers = {"Authorization": f"Bearer {token}"}
+    results = []
+    try:
+        session = requests.Session()
+        base = f"http://127.0.0.1:{args.port}"
+        for name, path, target, filters in scenarios(conn, organization_id):
+            timings = measure(session, base + path, headers, args.requests)
+            results.append((name, statistics.median(timings), percentile(timings, 0.95), target))
+            if filters is not None:
+                plan, seq = explain(conn, organization_id, 101, **filters)
+                print(f"\n--- plan: {name}\n{plan}")
+                if seq:
+                    print(f"!!! sequential scan of shipments in {name}")
+        print(f"\n{'scenario':48} {'p50 ms':>8} {'p95 ms':>8} {'target':>8}")
+        for name, p50, p95, target in results:
+            print(f"{name:48} {p50:8.1f} {p95:8.1f} {(str(target) + ' ms') if target else '':>8}")
+        page1 = results[0][1]
+        print(f"deep page / page 1 p50 ratio: {results[1][1] / page1:.2f} (target <= 1.2)")
+        before = worker_rss_mb(server_process.pid)
+        mixed = [base + path for _name, path, _t, _f in scenarios(conn, organization_id)]
+        for i in range(args.memory_requests):
+            session.get(mixed[i % len(mixed)], headers=headers).raise_for_status()
+        after = worker_rss_mb(server_process.pid)
+        print(f"worker RSS before {['%.0f MB' % v for v in before]}, after {args.memory_requests} requests "
+              f"{['%.0f MB' % v for v in after]} (target < 150 MB, flat)")
+    finally:
+        server_process.terminate()
+        server_process.wait()
+
+
+if __name__ == "__main__":
+    main()
