@@ -17,6 +17,7 @@ _DATE_TIME = re.compile(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?"
     r"(Z|[+-][0-9]{2}(:?[0-9]{2})?)?", re.ASCII)
 _BRACKETED = re.compile(r"([^\[\]]*)\[")
+MAX_VALUE_LENGTH = 500
 
 
 class Limit(fields.Integer):
@@ -141,6 +142,11 @@ def parse_query(schema):
                                    f"{name}[] are not accepted.", param=name)
     # A repeated parameter: the last occurrence is used.
     data = {key: request.args.getlist(key)[-1] for key in names if key in request.args}
+    for key, value in data.items():
+        # PostgreSQL text cannot hold NUL, and nothing we match is longer than this.
+        if "\x00" in value or len(value) > MAX_VALUE_LENGTH:
+            raise InvalidParameter(f"{key} must be at most {MAX_VALUE_LENGTH} characters, without NUL.",
+                                   param=key)
     # An empty value of an optional filter means the filter is omitted; limit must not be empty.
     data = {key: value for key, value in data.items() if value != "" or key == "limit"}
     try:
