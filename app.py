@@ -6,6 +6,7 @@ from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from api import guard, openapi, organization, shipments
+from api import alerts, checks
 from api.context import release_conn
 from api.errors import register_error_handlers
 from api.middleware import JsonSuffix
@@ -40,7 +41,7 @@ def create_app(config=None):
     app.json.sort_keys = False
     app.json.compact = True
 
-    for blueprint in (organization.bp, shipments.bp, openapi.bp):
+    for blueprint in (organization.bp, shipments.bp, openapi.bp, alerts.bp, checks.bp):
         app.register_blueprint(blueprint)
     app.before_request(guard.guard_request)
     app.after_request(guard.add_version_header)

@@ -6,7 +6,7 @@ from apispec import APISpec
 from apispec.ext.marshmallow import MarshmallowPlugin
 from flask import Blueprint, Response
 
-from api import versions
+from api import alerts, checks, versions
 from api.errors import REALM
 from api.render import get_route
 from api.schemas.common import ErrorSchema, list_schema
@@ -30,6 +30,8 @@ OPERATIONS = [
 
 # Extra operations registered by other modules: same tuple shape, or a raw (path, operations dict).
 EXTRA_OPERATIONS = []
+# The read API's other endpoints, described next to their views.
+EXTRA_OPERATIONS += alerts.OPERATIONS + checks.OPERATIONS
 RAW_PATHS = []
 WEBHOOKS = {}
 
