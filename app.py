@@ -7,6 +7,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 
 from api import guard, openapi, organization, shipments
 from api import alerts, checks
+from api import free_time
 from api.context import release_conn
 from api.errors import register_error_handlers
 from api.middleware import JsonSuffix
@@ -43,6 +44,7 @@ def create_app(config=None):
 
     for blueprint in (organization.bp, shipments.bp, openapi.bp, alerts.bp, checks.bp):
         app.register_blueprint(blueprint)
+    app.register_blueprint(free_time.bp)
     app.before_request(guard.guard_request)
     app.after_request(guard.add_version_header)
     app.teardown_request(release_conn)

@@ -7,6 +7,7 @@ from apispec.ext.marshmallow import MarshmallowPlugin
 from flask import Blueprint, Response
 
 from api import alerts, checks, versions
+from api import free_time
 from api.errors import REALM
 from api.render import get_route
 from api.schemas.common import ErrorSchema, list_schema
@@ -32,6 +33,7 @@ OPERATIONS = [
 EXTRA_OPERATIONS = []
 # The read API's other endpoints, described next to their views.
 EXTRA_OPERATIONS += alerts.OPERATIONS + checks.OPERATIONS
+EXTRA_OPERATIONS += free_time.OPERATIONS
 RAW_PATHS = []
 WEBHOOKS = {}
 

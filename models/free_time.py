@@ -47,27 +47,25 @@ def summarize(shipment, container_numbers, events, terms, now):
     return _summary(shipment, demurrage, detention, terms)
 
 
-def at_risk_summary(shipment, container_numbers, events, terms, now, window_days=AT_RISK_WINDOW_DAYS):
-    """The summary when the shipment belongs on the at-risk list, else None."""
+def at_risk_entry(shipment, container_numbers, events, terms, now, window_days=AT_RISK_WINDOW_DAYS):
+    """(sort key, summary) when the shipment belongs on the at-risk list, else None.
+
+    It belongs there when a demurrage clock discharged within the window is at risk; the key
+    puts the fewest days left first (the most overdue first), then the newest shipment.
+    """
     demurrage, detention = clocks(shipment, container_numbers, events, terms, now)
-    # Discharged within the window: the discharge day is day 1, so day 45 is the last one in it.
-    recent = any(clock["started_on"] is not None and (clock["_today"] - clock["started_on"]).days < window_days
-                 for clock in demurrage)
-    if not recent or not any(is_at_risk(clock) for clock in demurrage):
+    # The discharge day is day 1 of the window, so day 45 is its last.
+    urgent = [clock["days_left"] for clock in demurrage
+              if is_at_risk(clock) and (clock["_today"] - clock["started_on"]).days < window_days]
+    if not urgent:
         return None
-    return _summary(shipment, demurrage, detention, terms)
+    return (min(urgent), -shipment["id"]), _summary(shipment, demurrage, detention, terms)
 
 
 def is_at_risk(clock):
     """A counting demurrage clock with known free days and 2 or fewer left (overdue included)."""
     return (clock["kind"] == "demurrage" and clock["state"] in COUNTING and clock["free_days"] is not None
             and clock["days_left"] <= AT_RISK_DAYS_LEFT)
-
-
-def at_risk_urgency(summary):
-    """Sort key of the at-risk list: fewest days left first (most overdue first), then newest shipment."""
-    days_left = min(clock["days_left"] for clock in summary["demurrage"] if is_at_risk(clock))
-    return (days_left, -summary["shipment_id"])
 
 
 def _summary(shipment, demurrage, detention, terms):

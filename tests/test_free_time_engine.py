@@ -205,22 +205,30 @@ def test_today_is_the_ports_day():
 
 @pytest.mark.parametrize("discharged, listed", [("01-25T10:00", True), ("01-24T10:00", False)])
 def test_at_risk_window_is_45_days(discharged, listed):
-    events = [ev("discharged", discharged)]
-    summary = free_time.at_risk_summary(shipment(), [BOX], events, {"demurrage": CARRIER5, "detention": CARRIER4},
-                                        NOW)
-    assert (summary is not None) is listed
+    entry = free_time.at_risk_entry(shipment(), [BOX], [ev("discharged", discharged)],
+                                    {"demurrage": CARRIER5, "detention": CARRIER4}, NOW)
+    assert (entry is not None) is listed
+
+
+def test_at_risk_window_applies_to_the_clock_at_risk():
+    """An old overdue container does not list a shipment whose recent container is safe."""
+    events = [ev("discharged", "01-10T10:00", container=BOX), ev("discharged", "03-09T10:00", container=BOX2)]
+    entry = free_time.at_risk_entry(shipment(), [BOX, BOX2], events,
+                                    {"demurrage": CARRIER5, "detention": CARRIER4}, NOW)
+    assert entry is None
 
 
 @pytest.mark.parametrize("discharged, listed", [("03-08T10:00", True), ("03-09T10:00", False)])
 def test_at_risk_threshold(discharged, listed):
-    summary = free_time.at_risk_summary(shipment(), [BOX], [ev("discharged", discharged)],
-                                        {"demurrage": CARRIER5, "detention": CARRIER4}, NOW)
-    assert (summary is not None) is listed
+    entry = free_time.at_risk_entry(shipment(), [BOX], [ev("discharged", discharged)],
+                                    {"demurrage": CARRIER5, "detention": CARRIER4}, NOW)
+    assert (entry is not None) is listed
 
 
 def test_at_risk_urgency_orders_overdue_first_then_newest():
     terms = {"demurrage": CARRIER5, "detention": CARRIER4}
-    made = [free_time.at_risk_summary(shipment(id=number), [BOX], [ev("discharged", day)], terms, NOW)
-            for number, day in ((1, "03-08T10:00"), (2, "03-01T10:00"), (3, "03-08T10:00"))]
-    ordered = sorted(made, key=free_time.at_risk_urgency)
-    assert [summary["shipment_id"] for summary in ordered] == [2, 3, 1]
+    entries = [free_time.at_risk_entry(shipment(id=number), [BOX], [ev("discharged", day)], terms, NOW)
+               for number, day in ((1, "03-08T10:00"), (2, "03-01T10:00"), (3, "03-08T10:00"))]
+    assert [entry[0] for entry in entries] == [(2, -1), (-5, -2), (2, -3)]
+    ordered = sorted(entries, key=lambda entry: entry[0])
+    assert [summary["shipment_id"] for _key, summary in ordered] == [2, 3, 1]
