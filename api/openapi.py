@@ -6,7 +6,7 @@ from apispec import APISpec
 from apispec.ext.marshmallow import MarshmallowPlugin
 from flask import Blueprint, Response
 
-from api import alerts, checks, versions
+from api import alerts, checks, documents, versions
 from api import free_time
 from api.errors import REALM
 from api.render import get_route
@@ -32,9 +32,10 @@ OPERATIONS = [
 # Extra operations registered by other modules: same tuple shape, or a raw (path, operations dict).
 EXTRA_OPERATIONS = []
 # The read API's other endpoints, described next to their views.
-EXTRA_OPERATIONS += alerts.OPERATIONS + checks.OPERATIONS
+EXTRA_OPERATIONS += alerts.OPERATIONS + checks.OPERATIONS + documents.OPERATIONS
 EXTRA_OPERATIONS += free_time.OPERATIONS
 RAW_PATHS = []
+RAW_PATHS.append(documents.RAW_PATH)
 WEBHOOKS = {}
 
 ERROR_RESPONSES = {
@@ -77,6 +78,8 @@ def build_spec():
     spec.components.security_scheme("bearer", {"type": "http", "scheme": "bearer",
                                                "description": f"Token `sv_` + 40 letters and digits; realm {REALM}."})
     spec.components.schema("Error", schema=ErrorSchema)
+    for name, component in documents.COMPONENTS.items():
+        spec.components.schema(name, schema=component)
     spec.components.parameter("ServiceVersion", "header", {
         "name": "Service-Version", "required": False,
         "schema": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$", "enum": list(versions.PUBLISHED)},

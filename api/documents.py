@@ -1,0 +1,137 @@
+"""GET /shipments/{shipment_id}/documents, /documents/{id}, /documents/{id}/data and /documents/{id}/file."""
+import os
+import re
+import unicodedata
+from urllib.parse import quote
+
+from flask import Blueprint, current_app, send_file
+
+from api.context import get_conn, principal
+from api.render import get_route, listing, missing, path_id, resource
+from api.schemas.common import list_schema
+from api.schemas.documents import DocumentDataSchema, DocumentSchema, PackingListFieldsSchema
+from models import documents
+
+bp = Blueprint("documents", __name__)
+
+# type/subtype with optional parameters; anything else is served as opaque bytes.
+_MEDIA_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*"
+                         r"(\s*;\s*[A-Za-z0-9!#$&^_.+-]+=(\"[^\"\\\x00-\x1f\x7f]*\"|[A-Za-z0-9!#$&^_.+-]+))*",
+                         re.ASCII)
+# RFC 5987 attr-char: what may stay unescaped in filename*.
+_ATTR_CHARS = "!#$&+-.^_`|~"
+
+
+@get_route(bp, "/shipments/<shipment_id>/documents")
+def list_shipment_documents(shipment_id):
+    """Current documents of a shipment, oldest first, not paged."""
+    items = documents.list_shipment_documents(get_conn(), principal()["organization_id"],
+                                              path_id(shipment_id, "shp", "shipment"))
+    if items is None:
+        raise missing("shipment", shipment_id)
+    return listing("document", DocumentSchema(), items)
+
+
+@get_route(bp, "/documents/<document_id>")
+def get_document(document_id):
+    """One current document."""
+    found = documents.get_document(get_conn(), principal()["organization_id"],
+                                   path_id(document_id, "doc", "document"))
+    if found is None:
+        raise missing("document", document_id)
+    return resource("document", DocumentSchema(), found)
+
+
+@get_route(bp, "/documents/<document_id>/data")
+def get_document_data(document_id):
+    """The data extracted from a current document (schema null and fields {} when none)."""
+    found = documents.get_document_data(get_conn(), principal()["organization_id"],
+                                        path_id(document_id, "doc", "document"))
+    if found is None:
+        raise missing("document", document_id)
+    return resource("document_data", DocumentDataSchema(), found)
+
+
+@get_route(bp, "/documents/<document_id>/file")
+def download_document_file(document_id):
+    """The stored file as an attachment, streamed from the storage folder."""
+    found = documents.get_document_file(get_conn(), principal()["organization_id"],
+                                        path_id(document_id, "doc", "document"))
+    path = found and storage_path(current_app.config["STORAGE_DIR"], found["storage_key"])
+    if path is None or not os.path.isfile(path):
+        raise missing("document file", document_id)
+    media_type = found["content_type"] if _MEDIA_TYPE.fullmatch(found["content_type"]) else None
+    # A path (not an open file) lets the WSGI server stream it; no Range or ETag handling:
+    # the view has one success status, 200.
+    response = send_file(path, mimetype=media_type or "application/octet-stream", conditional=False,
+                         etag=False, last_modified=None, max_age=None)
+    response.headers["Content-Disposition"] = content_disposition(found["filename"])
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["Cache-Control"] = "private, no-store"
+    return response
+
+
+def storage_path(storage_dir, key):
+    """The absolute path of a storage key inside `storage_dir`, or None when the key would escape it."""
+    if not key or "\x00" in key or os.path.isabs(key) or "\\" in key:
+        return None
+    root = os.path.realpath(storage_dir)
+    path = os.path.realpath(os.path.join(root, key))
+    # realpath resolves `..` and symbolic links, so a key cannot reach outside the folder by either.
+    if os.path.commonpath([root, path]) != root or path == root:
+        return None
+    return path
+
+
+def content_disposition(filename):
+    """`attachment` with an ASCII `filename` fallback and the exact name in RFC 6266 `filename*`."""
+    # Path separators and control characters never reach the client's file system.
+    name = "".join("_" if ch in "/\\" or unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") else ch
+                   for ch in filename).strip().lstrip(".") or "download"
+    fallback = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
+    fallback = re.sub(r'["\\%]', "_", fallback).strip() or "download"
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(name, safe=_ATTR_CHARS)}"
+
+
+# The OpenAPI description of this module's operations (api/openapi.py collects them).
+OPERATIONS = [
+    ("list_shipment_documents", "/shipments/{shipment_id}/documents",
+     "Current documents of a shipment, oldest first, not paged.",
+     ("shipment_id", "shp"), None, list_schema(DocumentSchema, "DocumentList")),
+    ("get_document", "/documents/{id}", "One current document.", ("id", "doc"), None, DocumentSchema),
+    ("get_document_data", "/documents/{id}/data", "Data extracted from a current document.",
+     ("id", "doc"), None, DocumentDataSchema),
+]
+
+# Components referenced by name from DocumentDataSchema's `fields`.
+COMPONENTS = {"PackingListFields": PackingListFieldsSchema}
+
+
+def _error(description):
+    return {"description": description, "content": {"application/json": {"schema": "Error"}}}
+
+
+# download_document_file answers with the file's own bytes, so it is described by hand.
+RAW_PATH = ("/documents/{id}/file", {"get": {
+    "operationId": "download_document_file",
+    "summary": "The original file of a downloadable document, as an attachment.",
+    "security": [{"bearer": ["read"]}],
+    "parameters": ["ServiceVersion", {
+        "in": "path", "name": "id", "required": True, "description": "`doc_<int>` id.",
+        "schema": {"type": "string", "pattern": "^doc_[1-9][0-9]{0,17}$"}}],
+    "responses": {
+        "200": {"description": "The file bytes, with the document's own media type.",
+                "headers": {
+                    "Service-Version": "ServiceVersion",
+                    "Content-Disposition": {"description": "`attachment` with `filename` (ASCII fallback) and "
+                                                           "`filename*` (RFC 6266, UTF-8).",
+                                            "schema": {"type": "string"}},
+                    "Content-Length": {"description": "Size of the file in bytes.",
+                                       "schema": {"type": "integer"}}},
+                "content": {"*/*": {"schema": {"type": "string", "contentMediaType": "application/octet-stream"}}}},
+        "400": _error("Service-Version is invalid (`invalid_parameter`) or unpublished (`invalid_version`)."),
+        "401": _error("No token (`missing_token`), or a wrong, expired or revoked token (`invalid_token`)."),
+        "404": _error("No such current document, or it has no file that passed the security scan "
+                      "(`resource_missing`)."),
+        "429": _error("A rate limit was hit (`rate_limited`); `Retry-After` gives seconds to wait."),
+    }}})
