@@ -5,11 +5,12 @@ from api import versions
 from api.context import version
 from api.errors import ResourceMissing
 from api.ids import parse_id
+from api.schemas.compiled import dumper
 
 
 def resource(kind, schema, obj):
     """A single resource as JSON."""
-    return jsonify(versions.shape(kind, schema.dump(obj), version()))
+    return jsonify(versions.shape(kind, dumper(type(schema))(obj), version()))
 
 
 def listing(kind, schema, items, limit=None):
@@ -17,7 +18,8 @@ def listing(kind, schema, items, limit=None):
     has_more = limit is not None and len(items) > limit
     if has_more:
         items = items[:limit]
-    data = [versions.shape(kind, obj, version()) for obj in schema.dump(items, many=True)]
+    dump = dumper(type(schema))
+    data = [versions.shape(kind, dump(obj), version()) for obj in items]
     return jsonify({"object": "list", "data": data, "has_more": has_more})
 
 

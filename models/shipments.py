@@ -1,4 +1,5 @@
 """Shipments as the API shows them: one page (or one shipment) in a constant number of statements."""
+import re
 
 # list_shipments: a page of visible shipments, newest first, with per-shipment aggregates.
 # Optional filters are `(%(x)s IS NULL OR ...)`; psycopg2 inlines the values, so the
@@ -22,7 +23,12 @@ WITH page AS (
             WHERE sl.label_id = ANY (%(label_ids)s::bigint[])
             GROUP BY sl.shipment_id
            HAVING count(*) = cardinality(%(label_ids)s::bigint[])))
-     AND (%(q)s::text IS NULL OR s.id IN ({search}))
+     AND (%(q)s::text IS NULL
+          OR s.search_text LIKE upper(%(q_like)s)
+          OR s.search_text LIKE %(q_compact_like)s
+          OR s.search_text ~ upper(%(q_alias_regex)s)
+          OR %(q_fuzzy)s <%% s.consignor
+          OR %(q_fuzzy)s <%% s.consignee)
    ORDER BY s.id DESC
    LIMIT %(limit)s
 )
@@ -72,27 +78,12 @@ SELECT p.id, p.reference, p.erp_reference, p.transport_reference, p.transport_re
  ORDER BY p.id DESC
 """
 
-# list_shipments?q=: ids of shipments matching the free text, each branch served by a trigram index.
-_SEARCH_SQL = """
-  SELECT m.id FROM shipments m
-   WHERE m.organization_id = %(organization_id)s
-     AND (m.reference ILIKE %(q_like)s
-          OR m.erp_reference ILIKE %(q_like)s
-          OR compact_reference(m.transport_reference) LIKE %(q_compact_like)s
-          OR m.consignor ILIKE %(q_like)s OR %(q_fuzzy)s <%% m.consignor
-          OR m.consignee ILIKE %(q_like)s OR %(q_fuzzy)s <%% m.consignee
-          OR produce_text(m.draft_produce) ILIKE %(q_like)s)
-  UNION
-  SELECT c.shipment_id FROM containers c
-   WHERE c.organization_id = %(organization_id)s AND c.number LIKE %(q_compact_like)s
-  UNION
-  SELECT l.shipment_id FROM packing_lines l
-   WHERE l.produce_name ILIKE %(q_like)s
-      OR lower(l.produce_name) IN (SELECT lower(a.produce_name) FROM produce_aliases a
-                                    WHERE a.alias LIKE lower(%(q_like)s))
+# list_shipments?q=: produce names that a query names by one of their aliases.
+ALIASES_SQL = """
+SELECT DISTINCT a.produce_name FROM produce_aliases a WHERE a.alias LIKE lower(%(q_like)s)
 """
 
-LIST_SQL = _PAGE_SQL.format(search=_SEARCH_SQL)
+LIST_SQL = _PAGE_SQL.replace("{{}}", "{}")
 
 # shipment containers, oldest first, for a set of shipments.
 CONTAINERS_SQL = """
@@ -127,11 +118,21 @@ FUZZY_MIN_LENGTH = 5
 def search_params(q):
     """The parameters of the free-text search for `q` (None when there is no search)."""
     if not q:
-        return {"q": None, "q_like": None, "q_compact_like": None, "q_fuzzy": None}
+        return {"q": None, "q_like": None, "q_compact_like": None, "q_fuzzy": None, "q_alias_regex": None}
     compact = q.upper().replace(" ", "").replace("-", "")
     return {"q": q, "q_like": _like_pattern(q),
             "q_compact_like": _like_pattern(compact) if compact else None,
-            "q_fuzzy": q if len(q.strip()) >= FUZZY_MIN_LENGTH else None}
+            "q_fuzzy": q if len(q.strip()) >= FUZZY_MIN_LENGTH else None,
+            "q_alias_regex": None}
+
+
+def _alias_regex(cur, params):
+    """A regular expression for the produce names the query names by alias, or None."""
+    if params["q"] is None:
+        return None
+    cur.execute(ALIASES_SQL, params)
+    names = [row["produce_name"] for row in cur.fetchall()]
+    return "(" + "|".join(re.escape(name) for name in names) + ")" if names else None
 
 
 def list_shipments(conn, organization_id, limit, **filters):
@@ -141,6 +142,7 @@ def list_shipments(conn, organization_id, limit, **filters):
     params.update(search_params(params.pop("q")))
     params.update(organization_id=organization_id, limit=limit)
     with conn.cursor() as cur:
+        params["q_alias_regex"] = _alias_regex(cur, params)
         cur.execute(LIST_SQL, params)
         rows = cur.fetchall()
         if not rows:
