@@ -1,0 +1,226 @@
+"""Rate limits: per token, per IP across tokens, without a token per IP; Retry-After; shared by workers."""
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.factories import auth, make_org, make_token
+
+RATE_LIMITED = {"error": {"type": "rate_limit_error", "code": "rate_limited",
+                          "message": "Too many requests. Wait for the number of seconds in Retry-After, then retry.",
+                          "param": None}}
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def limited_app(database_url, tmp_path, **limits):
+    from app import create_app
+
+    config = {"window_seconds": 300, "per_token": 1000, "per_ip": 1000, "anonymous_per_ip": 1000, **limits}
+    extra = config.pop("config", {})
+    return create_app({"TESTING": True, "DATABASE_URL": database_url, "RATE_LIMITS": config,
+                       "STORAGE_DIR": str(tmp_path / "storage"), **extra})
+
+
+def seconds_left_in_window(conn, window=300):
+    with conn.cursor() as cur:
+        cur.execute("SELECT extract(epoch FROM now()) AS now")
+        now = float(cur.fetchone()["now"])
+    return (math.floor(now / window) + 1) * window - now
+
+
+def assert_429(response, conn=None, window=300):
+    assert response.status_code == 429
+    assert response.json == RATE_LIMITED
+    assert response.headers["Content-Type"] == "application/json"
+    assert "Service-Version" not in response.headers
+    retry_after = response.headers["Retry-After"]
+    assert retry_after.isdigit() and 1 <= int(retry_after) <= window
+    if conn is not None:
+        assert abs(int(retry_after) - seconds_left_in_window(conn, window)) <= 2
+
+
+def ip(address):
+    return {"REMOTE_ADDR": address}
+
+
+def test_per_token_limit(conn, database_url, tmp_path):
+    org_id = make_org(conn, "acme")
+    first, second = make_token(conn, org_id), make_token(conn, org_id, name="second")
+    client = limited_app(database_url, tmp_path, per_token=3).test_client()
+    for _ in range(3):
+        assert client.get("/organization", headers=auth(first)).status_code == 200
+    assert_429(client.get("/organization", headers=auth(first)), conn)
+    # Every endpoint counts, and a limited token stays limited on all of them.
+    assert_429(client.get("/shipments", headers=auth(first)), conn)
+    assert_429(client.get("/nope", headers=auth(first)), conn)
+    assert client.get("/organization", headers=auth(second)).status_code == 200
+
+
+def test_per_ip_limit_across_tokens(conn, database_url, tmp_path):
+    acme, globex = make_org(conn, "acme"), make_org(conn, "globex")
+    tokens = [make_token(conn, acme), make_token(conn, globex)]
+    client = limited_app(database_url, tmp_path, per_ip=4).test_client()
+    for n in range(4):
+        response = client.get("/organization", headers=auth(tokens[n % 2]), environ_base=ip("203.0.113.5"))
+        assert response.status_code == 200
+    for token in tokens:
+        assert_429(client.get("/organization", headers=auth(token), environ_base=ip("203.0.113.5")), conn)
+    assert client.get("/organization", headers=auth(tokens[0]), environ_base=ip("203.0.113.6")).status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/openapi.json", "/organization", "/nope"])
+def test_anonymous_limit_per_ip(conn, database_url, tmp_path, path):
+    token = make_token(conn, make_org(conn, "acme"))
+    client = limited_app(database_url, tmp_path, anonymous_per_ip=3).test_client()
+    expected = {"/openapi.json": 200, "/organization": 401, "/nope": 404}[path]
+    for _ in range(3):
+        assert client.get(path, environ_base=ip("198.51.100.7")).status_code == expected
+    assert_429(client.get(path, environ_base=ip("198.51.100.7")), conn)
+    # The 429 comes before authentication: no WWW-Authenticate.
+    assert "WWW-Authenticate" not in client.get("/organization", environ_base=ip("198.51.100.7")).headers
+    assert client.get(path, environ_base=ip("198.51.100.8")).status_code == expected
+    # Requests with a token from the same address are not anonymous.
+    assert client.get("/organization", headers=auth(token), environ_base=ip("198.51.100.7")).status_code == 200
+
+
+@pytest.mark.parametrize("value", ["sv_" + "x" * 40, "nonsense", ""])
+def test_invalid_tokens_count_as_anonymous(conn, database_url, tmp_path, value):
+    make_org(conn, "acme")
+    client = limited_app(database_url, tmp_path, anonymous_per_ip=2).test_client()
+    headers = {"Authorization": f"Bearer {value}"}
+    assert client.get("/openapi.json").status_code == 200
+    assert client.get("/organization", headers=headers).status_code == 401
+    assert_429(client.get("/organization", headers=headers), conn)
+    assert_429(client.get("/openapi.json"), conn)
+
+
+def test_new_window_resets_the_count(conn, database_url, tmp_path):
+    token = make_token(conn, make_org(conn, "acme"))
+    client = limited_app(database_url, tmp_path, per_token=1).test_client()
+    assert client.get("/organization", headers=auth(token)).status_code == 200
+    assert_429(client.get("/organization", headers=auth(token)), conn)
+    with conn.cursor() as cur:
+        # The current window is now the previous one.
+        cur.execute("UPDATE rate_limit_counters SET window_start = window_start - interval '5 minutes'")
+    assert client.get("/organization", headers=auth(token)).status_code == 200
+
+
+def test_retry_after_follows_the_window(conn, database_url, tmp_path):
+    token = make_token(conn, make_org(conn, "acme"))
+    client = limited_app(database_url, tmp_path, per_token=1, window_seconds=60).test_client()
+    client.get("/organization", headers=auth(token))
+    assert_429(client.get("/organization", headers=auth(token)), conn, window=60)
+
+
+def test_counters_live_in_an_unlogged_table(conn, database_url, tmp_path):
+    token = make_token(conn, make_org(conn, "acme"))
+    client = limited_app(database_url, tmp_path).test_client()
+    client.get("/organization", headers=auth(token), environ_base=ip("192.0.2.1"))
+    client.get("/openapi.json", environ_base=ip("192.0.2.1"))
+    with conn.cursor() as cur:
+        cur.execute("SELECT relpersistence FROM pg_class WHERE relname = 'rate_limit_counters'")
+        assert cur.fetchone()["relpersistence"] == "u"
+        cur.execute("SELECT bucket, hits FROM rate_limit_counters ORDER BY bucket")
+        assert [(row["bucket"], row["hits"]) for row in cur.fetchall()] == [
+            ("anonymous:192.0.2.1", 1), ("ip:192.0.2.1", 1), ("token:1", 1)]
+
+
+def test_forwarded_for_ignored_without_trusted_proxies(conn, database_url, tmp_path):
+    make_org(conn, "acme")
+    client = limited_app(database_url, tmp_path, anonymous_per_ip=1).test_client()
+    assert client.get("/openapi.json", headers={"X-Forwarded-For": "192.0.2.1"}).status_code == 200
+    # A client cannot dodge the limit by claiming another address.
+    assert_429(client.get("/openapi.json", headers={"X-Forwarded-For": "192.0.2.2"}), conn)
+
+
+def test_forwarded_for_used_with_one_trusted_proxy(conn, database_url, tmp_path):
+    make_org(conn, "acme")
+    client = limited_app(database_url, tmp_path, anonymous_per_ip=1,
+                         config={"TRUSTED_PROXIES": 1}).test_client()
+    assert client.get("/openapi.json", headers={"X-Forwarded-For": "192.0.2.1"}).status_code == 200
+    assert_429(client.get("/openapi.json", headers={"X-Forwarded-For": "192.0.2.1"}), conn)
+    # The proxy appends the real client; an earlier, client-written hop is not trusted.
+    assert client.get("/openapi.json", headers={"X-Forwarded-For": "192.0.2.1, 192.0.2.2"}).status_code == 200
+    assert_429(client.get("/openapi.json", headers={"X-Forwarded-For": "192.0.2.9, 192.0.2.2"}), conn)
+
+
+# --- gunicorn: the limits are shared by every worker ------------------------------------------
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(predicate, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_limits_shared_by_gunicorn_workers(conn, database_url, tmp_path):
+    token = make_token(conn, make_org(conn, "acme"))
+    port = free_port()
+    access_log, error_log = tmp_path / "access.log", tmp_path / "error.log"
+    env = {**os.environ, "DATABASE_URL": database_url,
+           "SHIPTRACK_RATE_LIMITS": json.dumps({"window_seconds": 300, "per_token": 5, "per_ip": 100,
+                                                "anonymous_per_ip": 3})}
+    command = [str(Path(sys.executable).parent / "gunicorn"), "-w", "2", "-b", f"127.0.0.1:{port}",
+               "--access-logfile", str(access_log), "--access-logformat", "%(p)s %(s)s",
+               "--error-logfile", str(error_log), "app:create_app()"]
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    idle = []
+    try:
+        assert wait_for(lambda: error_log.exists() and error_log.read_text().count("Booting worker") == 2)
+        base = f"http://127.0.0.1:{port}"
+        session = requests.Session()
+        # Each request on a new connection.
+        session.headers.update({"Connection": "close", **auth(token)})
+
+        def hold_a_worker():
+            # A sync worker that accepted a silent connection waits on it; the other one serves.
+            sock = socket.create_connection(("127.0.0.1", port))
+            idle.append(sock)
+            time.sleep(0.5)
+
+        hold_a_worker()
+        statuses = [session.get(f"{base}/organization", timeout=10).status_code for _ in range(3)]
+        hold_a_worker()                 # now the worker that served the three is held too...
+        idle.pop(0).close()             # ...and the first one is released
+        time.sleep(0.5)
+        responses = [session.get(f"{base}/organization", timeout=10) for _ in range(3)]
+        statuses += [response.status_code for response in responses]
+        assert statuses == [200, 200, 200, 200, 200, 429]
+        assert RATE_LIMITED == responses[-1].json()
+        assert 1 <= int(responses[-1].headers["Retry-After"]) <= 300
+        assert "Service-Version" not in responses[-1].headers
+        idle.pop().close()
+        anonymous = [requests.get(f"{base}/openapi.json", headers={"Connection": "close"}, timeout=10)
+                     for _ in range(4)]
+        assert [response.status_code for response in anonymous] == [200, 200, 200, 429]
+        assert wait_for(lambda: len(access_log.read_text().split("\n")) > 10)
+        lines = [line.split() for line in access_log.read_text().splitlines()]
+        by_worker = {}
+        for pid, status in lines[:6]:
+            by_worker.setdefault(pid, []).append(status)
+        # Two workers served the token's requests, and the second saw the first one's counts.
+        assert list(by_worker.values()) == [["200", "200", "200"], ["200", "200", "429"]]
+    finally:
+        for sock in idle:
+            sock.close()
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
