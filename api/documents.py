@@ -1,6 +1,7 @@
 """GET /shipments/{shipment_id}/documents, /documents/{id}, /documents/{id}/data and /documents/{id}/file."""
 import os
 import re
+import stat
 import unicodedata
 from urllib.parse import quote
 
@@ -56,15 +57,19 @@ def get_document_data(document_id):
 def download_document_file(document_id):
     """The stored file as an attachment, streamed from the storage folder."""
     found = documents.get_document_file(get_conn(), principal()["organization_id"],
-                                        path_id(document_id, "doc", "document"))
-    path = found and storage_path(current_app.config["STORAGE_DIR"], found["storage_key"])
-    if path is None or not os.path.isfile(path):
+                                        path_id(document_id, "doc", "document file"))
+    stored = found and open_stored_file(current_app.config["STORAGE_DIR"], found["storage_key"])
+    if not stored:
         raise missing("document file", document_id)
+    file, size = stored
     media_type = found["content_type"] if _MEDIA_TYPE.fullmatch(found["content_type"]) else None
-    # A path (not an open file) lets the WSGI server stream it; no Range or ETag handling:
-    # the view has one success status, 200.
-    response = send_file(path, mimetype=media_type or "application/octet-stream", conditional=False,
-                         etag=False, last_modified=None, max_age=None)
+    # The open file is wrapped, not read: the WSGI server streams it in chunks (wsgi.file_wrapper
+    # when it has one). No Range or ETag handling: the view has one success status, 200.
+    response = send_file(file, mimetype="application/octet-stream", as_attachment=True, download_name="file",
+                         conditional=False, etag=False, last_modified=None, max_age=None)
+    response.content_length = size
+    # Set after send_file, which would add a charset of its own to text types.
+    response.headers["Content-Type"] = media_type or "application/octet-stream"
     response.headers["Content-Disposition"] = content_disposition(found["filename"])
     response.headers["X-Content-Type-Options"] = "nosniff"
     response.headers["Cache-Control"] = "private, no-store"
@@ -83,11 +88,28 @@ def storage_path(storage_dir, key):
     return path
 
 
+def open_stored_file(storage_dir, key):
+    """(open binary file, size) for a storage key naming a regular file in the folder, else None."""
+    path = storage_path(storage_dir, key)
+    if path is None:
+        return None
+    try:
+        file = open(path, "rb")
+    except OSError:
+        # Missing on disk (or removed since the row was read): the document has no file to give.
+        return None
+    info = os.fstat(file.fileno())
+    if not stat.S_ISREG(info.st_mode):
+        file.close()
+        return None
+    return file, info.st_size
+
+
 def content_disposition(filename):
     """`attachment` with an ASCII `filename` fallback and the exact name in RFC 6266 `filename*`."""
     # Path separators and control characters never reach the client's file system.
-    name = "".join("_" if ch in "/\\" or unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") else ch
-                   for ch in filename).strip().lstrip(".") or "download"
+    name = "".join(ch for ch in filename if unicodedata.category(ch) not in ("Cc", "Cf", "Zl", "Zp"))
+    name = re.sub(r"[/\\]", "_", name).strip().lstrip(".") or "download"
     fallback = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
     fallback = re.sub(r'["\\%]', "_", fallback).strip() or "download"
     return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(name, safe=_ATTR_CHARS)}"

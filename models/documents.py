@@ -82,8 +82,12 @@ def get_document(conn, organization_id, document_id):
 
 
 def get_document_data(conn, organization_id, document_id):
-    """The extracted data of one current document ({document_id, type, schema, fields}), or None."""
-    return _one(conn, DATA_SQL, organization_id, document_id)
+    """The extracted data of one current document ({document_id, type, schema, extracted}), or None."""
+    row = _one(conn, DATA_SQL, organization_id, document_id)
+    if row is not None:
+        # DocumentDataSchema shapes the fields by their schema, so it takes them as a pair.
+        row["extracted"] = (row["schema"], row.pop("fields"))
+    return row
 
 
 def get_document_file(conn, organization_id, document_id):

@@ -89,14 +89,15 @@ class DocumentSchema(Schema):
 
 
 class ExtractedFields(fields.Field):
-    """The extracted fields: shaped by PackingListFieldsSchema for schema `packing_list`, else as stored."""
+    """A (schema, fields) pair dumped as the fields: shaped for schema `packing_list`, else as stored."""
 
     def _serialize(self, value, attr, obj, **kwargs):
-        if not value or obj.get("schema") is None:
+        schema, stored = value or (None, None)
+        if schema is None or not stored:
             return {}
-        if obj["schema"] == "packing_list":
-            return PackingListFieldsSchema().dump(_packing_list_fields(value))
-        return value
+        if schema == "packing_list":
+            return PackingListFieldsSchema().dump(_packing_list_fields(stored))
+        return stored
 
 
 def _packing_list_fields(value):
@@ -117,8 +118,9 @@ class DocumentDataSchema(Schema):
     type = fields.String(metadata=doc("Kind of document."))
     schema = fields.String(allow_none=True, metadata=doc(
         "Name of the extraction schema (for example `packing_list`); null when nothing was extracted."))
-    # Named through data_key: a Schema's own `fields` attribute holds its field objects.
-    extracted_fields = ExtractedFields(data_key="fields", attribute="fields", metadata=doc(
+    # Named through data_key: a Schema's own `fields` attribute holds its field objects. The
+    # value is the (schema, fields) pair, since a field's serialisation sees only its own value.
+    extracted_fields = ExtractedFields(data_key="fields", attribute="extracted", metadata=doc(
         "Extracted fields; `{}` when nothing was extracted or the type has no structured schema. "
         "For schema `packing_list` they are the PackingListFields object.",
         anyOf=[{"$ref": "#/components/schemas/PackingListFields"}, {"type": "object"}]))
