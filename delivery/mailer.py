@@ -1,0 +1,29 @@
+"""E-mail to an organization's admins and owners when an endpoint is disabled."""
+import smtplib
+from email.message import EmailMessage
+
+
+def disabled_message(endpoint, recipients, sender):
+    """The notice for an endpoint disabled after failing for more than 3 days."""
+    message = EmailMessage()
+    message["Subject"] = f"Webhook endpoint whe_{endpoint['id']} was disabled"
+    message["From"] = sender
+    message["To"] = ", ".join(recipients)
+    description = f" ({endpoint['description']})" if endpoint.get("description") else ""
+    message.set_content(
+        f"Deliveries to the webhook endpoint whe_{endpoint['id']}{description} of "
+        f"{endpoint['organization_name']} have failed for more than 3 days, so it was disabled "
+        f"at {endpoint['disabled_at']:%Y-%m-%d %H:%M} UTC and its waiting deliveries were dropped.\n\n"
+        f"URL: {endpoint['url']}\n"
+        f"Reason: {endpoint['disabled_reason']}\n\n"
+        f"After fixing the receiver, re-enable it:\n"
+        f"  flask --app app webhooks enable whe_{endpoint['id']}\n"
+        f"and see its recent attempts with:\n"
+        f"  flask --app app webhooks attempts whe_{endpoint['id']}\n")
+    return message
+
+
+def send(host, port, message, timeout=30):
+    """Send one message through the SMTP server at host:port."""
+    with smtplib.SMTP(host, port, timeout=timeout) as smtp:
+        smtp.send_message(message)

@@ -1,0 +1,207 @@
+"""The delivery loop: render new events, claim due deliveries, send them concurrently, record outcomes.
+
+One database connection is used by the loop only; requests run on a thread pool
+and hand their outcomes back through a queue, so recording is batched and no
+request ever holds a connection or a transaction open.
+"""
+import logging
+import os
+import queue
+import select
+import time
+import uuid
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+
+from delivery import mailer, recording, retry
+from delivery.render import EVENT_PREFIX, Renderer
+from delivery.recording import Result
+from models import db, events, webhook_deliveries, webhooks
+
+log = logging.getLogger("delivery")
+
+RENDER_BATCH = 200
+NOTIFY_CHANNEL = "webhook_events"
+
+
+def utcnow():
+    """The real clock (tests pass their own)."""
+    return datetime.now(timezone.utc)
+
+
+def send_row(sender, row, clock=utcnow):
+    """Send one claimed delivery row; returns its Result (webhook-timestamp is the real time of signing)."""
+    attempted_at = clock()
+    outcome = sender.send(row["url"], row["secret"], f"{EVENT_PREFIX}_{row['event_id']}",
+                          row["body"].encode(), time.time())
+    return Result(row, attempted_at, clock(), outcome)
+
+
+def render_pending(conn, now, limit=RENDER_BATCH, event_ids=None):
+    """Render and fan out up to `limit` waiting events in the caller's transaction; returns how many."""
+    claimed = events.claim_unrendered(conn, limit, event_ids)
+    renderer = Renderer(conn)
+    rendered = [(event["id"], *renderer.render(event)) for event in claimed]
+    events.store_rendered(conn, rendered, now)
+    return len(claimed)
+
+
+class Dispatcher:
+    """Runs cron passes (`run_pass`) or the long-running loop (`watch`)."""
+
+    def __init__(self, settings, sender=None, clock=utcnow):
+        self.settings, self.clock = settings, clock
+        self.sender = sender or settings.make_sender()
+        self.conn = db.connect(settings.database_url)
+        self.executor = ThreadPoolExecutor(settings.workers, thread_name_prefix="webhook")
+        self.in_flight = Counter()
+        self.results = queue.SimpleQueue()
+        self._wake_read, self._wake_write = os.pipe()
+        os.set_blocking(self._wake_read, False)
+        self.stopping = False
+
+    def close(self):
+        """Wait for requests in flight, record them, release everything."""
+        while self.in_flight:
+            self.wait(1.0)
+            self.record()
+        self.executor.shutdown(wait=True)
+        self.conn.close()
+        self.sender.close()
+        os.close(self._wake_read)
+        os.close(self._wake_write)
+
+    def render(self):
+        """Render a batch of new events; returns how many."""
+        with self.conn:
+            return render_pending(self.conn, self.clock())
+
+    def claim(self):
+        """Claim as much due work as there are free workers and start sending it; returns how many."""
+        total_free = self.settings.workers - sum(self.in_flight.values())
+        if total_free <= 0:
+            return 0
+        busy = {e: self.settings.per_endpoint - n for e, n in self.in_flight.items() if n > 0}
+        now = self.clock()
+        with self.conn:
+            rows = webhook_deliveries.claim_due(self.conn, now, now + self.settings.lease, str(uuid.uuid4()),
+                                                busy, self.settings.per_endpoint, total_free)
+        for row in rows:
+            self.in_flight[row["endpoint_id"]] += 1
+            self.executor.submit(self._send, row)
+        return len(rows)
+
+    def _send(self, row):
+        try:
+            result = send_row(self.sender, row, self.clock)
+        except Exception:  # a bug must not lose the slot; the lease brings the work back
+            log.exception("sender crashed event_id=msg_%s endpoint_id=whe_%s", row["event_id"], row["endpoint_id"])
+            result = None
+        self.results.put((row, result))
+        os.write(self._wake_write, b".")
+
+    def record(self):
+        """Record every finished request in one transaction; returns how many."""
+        done = []
+        while True:
+            try:
+                done.append(self.results.get_nowait())
+            except queue.Empty:
+                break
+        if not done:
+            return 0
+        with self.conn:
+            recording.record(self.conn, [result for _row, result in done if result is not None])
+        for row, _result in done:
+            self.in_flight[row["endpoint_id"]] -= 1
+            if self.in_flight[row["endpoint_id"]] <= 0:
+                del self.in_flight[row["endpoint_id"]]
+        return len(done)
+
+    def wait(self, timeout, also=()):
+        """Sleep until a request finishes, one of `also` is readable, or `timeout` passes."""
+        readable, _, _ = select.select([self._wake_read, *also], [], [], max(0.0, timeout))
+        if self._wake_read in readable:
+            try:
+                while os.read(self._wake_read, 4096):
+                    pass
+            except BlockingIOError:
+                pass
+        return readable
+
+    def housekeeping(self):
+        """Retention (30 days of attempts and finished events) and e-mails about disabled endpoints."""
+        before = self.clock() - retry.RETENTION
+        with self.conn:
+            attempts = webhook_deliveries.delete_old_attempts(self.conn, before)
+            old = events.delete_old_events(self.conn, before)
+        if attempts or old:
+            log.info("retention deleted attempts=%s events=%s", attempts, old)
+        self.notify_disabled()
+
+    def notify_disabled(self):
+        """E-mail the admins and owners of each organization whose endpoint the 3-day rule disabled."""
+        if not self.settings.smtp_host:
+            return
+        with self.conn:
+            for endpoint in webhook_deliveries.claim_unnotified(self.conn):
+                recipients = webhooks.admin_emails(self.conn, endpoint["organization_id"])
+                if recipients:
+                    message = mailer.disabled_message(endpoint, recipients, self.settings.smtp_from)
+                    try:
+                        mailer.send(self.settings.smtp_host, self.settings.smtp_port, message)
+                    except OSError as error:  # smtplib errors are OSErrors; try again next pass
+                        log.error("disabled-endpoint e-mail failed endpoint_id=whe_%s error=%r", endpoint["id"], error)
+                        continue
+                webhook_deliveries.mark_notified(self.conn, endpoint["id"], self.clock())
+                log.info("admins e-mailed endpoint_id=whe_%s recipients=%s", endpoint["id"], len(recipients))
+
+    def step(self, claiming=True):
+        """One turn of the loop; returns how much work it did."""
+        done = self.record() + self.render()
+        if claiming and not self.stopping:
+            done += self.claim()
+        return done
+
+    def run_pass(self, seconds=None):
+        """One bounded cron pass: deliver what is due, claim nothing new after `seconds`, then drain."""
+        deadline = time.monotonic() + (self.settings.pass_seconds if seconds is None else seconds)
+        self.housekeeping()
+        while True:
+            claiming = time.monotonic() < deadline and not self.stopping
+            done = self.step(claiming)
+            if not self.in_flight and (not done or not claiming):
+                break
+            if not done:
+                self.wait(0.5)
+        self.notify_disabled()
+
+    def watch(self, idle_seconds=5.0, housekeeping_seconds=60.0):
+        """Deliver continuously, woken by NOTIFY from the outbox triggers, until `stopping` is set."""
+        listener = db.connect(self.settings.database_url)
+        listener.autocommit = True
+        with listener.cursor() as cur:
+            cur.execute(f"LISTEN {NOTIFY_CHANNEL}")
+        next_housekeeping = 0.0
+        try:
+            while not self.stopping:
+                if time.monotonic() >= next_housekeeping:
+                    self.housekeeping()
+                    next_housekeeping = time.monotonic() + housekeeping_seconds
+                if self.step():
+                    continue
+                self.wait(self._idle_timeout(idle_seconds), also=[listener])
+                listener.poll()
+                listener.notifies.clear()
+        finally:
+            listener.close()
+
+    def _idle_timeout(self, idle_seconds):
+        if self.in_flight:
+            return idle_seconds
+        with self.conn:
+            due = webhook_deliveries.next_due_at(self.conn)
+        if due is None:
+            return idle_seconds
+        return min(idle_seconds, max(0.0, (due - self.clock()).total_seconds()))

@@ -1,0 +1,99 @@
+"""The webhook outbox: events written by triggers, rendered once, fanned out to endpoints."""
+import psycopg2.extras
+
+# claim_unrendered: events waiting for their body, oldest first; SKIP LOCKED lets passes overlap.
+_CLAIM_UNRENDERED_SQL = """
+SELECT ev.id, ev.organization_id, ev.type, ev.shipment_id, ev.alert_id, ev.check_run_id, ev.endpoint_id,
+       ev.previous_attributes, ev.data_extra, ev.created_at, o.api_version AS organization_version
+  FROM events ev JOIN organizations o ON o.id = ev.organization_id
+ WHERE ev.state = 'pending' AND (%(ids)s::bigint[] IS NULL OR ev.id = ANY (%(ids)s::bigint[]))
+ ORDER BY ev.id
+ LIMIT %(limit)s
+   FOR UPDATE OF ev SKIP LOCKED
+"""
+
+# store_rendered: the exact bytes every endpoint and every retry will get.
+_STORE_SQL = """
+UPDATE events AS ev
+   SET state = v.state, body = v.body, api_version = v.api_version, rendered_at = %(now)s
+  FROM (VALUES %s) AS v (id, state, body, api_version)
+ WHERE ev.id = v.id
+"""
+
+# fan_out: one delivery per enabled endpoint of the organization subscribed to the type,
+# for endpoints that existed when the event happened.
+_FAN_OUT_SQL = """
+INSERT INTO webhook_deliveries (event_id, endpoint_id, next_attempt_at)
+SELECT ev.id, e.id, %(now)s
+  FROM events ev
+  JOIN webhook_endpoints e
+    ON e.organization_id = ev.organization_id AND e.enabled
+   AND ev.type = ANY (e.event_types) AND e.created_at <= ev.created_at
+ WHERE ev.id = ANY (%(ids)s) AND ev.state = 'rendered' AND ev.type <> 'webhook.test'
+ON CONFLICT (event_id, endpoint_id) DO NOTHING
+"""
+
+
+def claim_unrendered(conn, limit, event_ids=None):
+    """Lock up to `limit` events waiting to be rendered (only `event_ids` when given)."""
+    with conn.cursor() as cur:
+        cur.execute(_CLAIM_UNRENDERED_SQL, {"limit": limit, "ids": event_ids})
+        return cur.fetchall()
+
+
+def store_rendered(conn, rendered, now):
+    """Store bodies ((id, body or None, api_version) tuples; None skips) and fan out; returns deliveries made."""
+    if not rendered:
+        return 0
+    values = [(i, "rendered" if body is not None else "skipped", body, version) for i, body, version in rendered]
+    with conn.cursor() as cur:
+        psycopg2.extras.execute_values(cur, _STORE_SQL, values, template="(%s::bigint, %s, %s, %s)",
+                                       page_size=500, )
+        cur.execute(_FAN_OUT_SQL, {"ids": [i for i, body, _v in rendered if body is not None], "now": now})
+        return cur.rowcount
+
+
+def create_test_event(conn, organization_id, endpoint_id):
+    """A pending webhook.test event for one endpoint; returns its id and created_at."""
+    with conn.cursor() as cur:
+        # create_test_event: only the CLI's `webhooks test` writes this type.
+        cur.execute("""
+            INSERT INTO events (organization_id, type, endpoint_id)
+            VALUES (%(organization_id)s, 'webhook.test', %(endpoint_id)s)
+            RETURNING id, created_at""", {"organization_id": organization_id, "endpoint_id": endpoint_id})
+        return cur.fetchone()
+
+
+def get_event(conn, event_id):
+    """One event with its state and body, or None."""
+    with conn.cursor() as cur:
+        # get_event: resend.
+        cur.execute("""
+            SELECT id, organization_id, type, state, body, api_version, created_at
+              FROM events WHERE id = %(id)s""", {"id": event_id})
+        return cur.fetchone()
+
+
+def subscribed_endpoints(conn, organization_id, event_type):
+    """Ids of the organization's enabled endpoints subscribed to `event_type`."""
+    with conn.cursor() as cur:
+        # subscribed_endpoints: resend without --endpoint.
+        cur.execute("""
+            SELECT id FROM webhook_endpoints
+             WHERE organization_id = %(organization_id)s AND enabled AND %(type)s = ANY (event_types)
+             ORDER BY id""", {"organization_id": organization_id, "type": event_type})
+        return [row["id"] for row in cur.fetchall()]
+
+
+def delete_old_events(conn, before, limit=5000):
+    """Delete up to `limit` events created before `before` with nothing left to deliver; returns how many."""
+    with conn.cursor() as cur:
+        # retention: old events go with their deliveries and attempts, unless a delivery still waits.
+        cur.execute("""
+            DELETE FROM events WHERE id IN (
+              SELECT ev.id FROM events ev
+               WHERE ev.created_at < %(before)s
+                 AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d
+                                  WHERE d.event_id = ev.id AND d.state = 'pending')
+               ORDER BY ev.created_at LIMIT %(limit)s)""", {"before": before, "limit": limit})
+        return cur.rowcount

@@ -1,0 +1,163 @@
+"""Webhook deliveries: claiming due work under a lease, recording attempts, endpoint health."""
+import psycopg2.extras
+
+# claim_due: up to `free` due deliveries per enabled endpoint (a slow endpoint never takes
+# every worker), locked with SKIP LOCKED and leased by pushing next_attempt_at forward:
+# a pass that dies leaves work that becomes due again when the lease runs out.
+_CLAIM_SQL = """
+WITH free AS (
+  SELECT e.id AS endpoint_id, coalesce(s.free, %(default_free)s) AS free
+    FROM webhook_endpoints e
+    LEFT JOIN unnest(%(busy_ids)s::bigint[], %(busy_free)s::int[]) AS s (endpoint_id, free)
+           ON s.endpoint_id = e.id
+   WHERE e.enabled
+), picked AS (
+  SELECT d.id
+    FROM free f
+   CROSS JOIN LATERAL (
+     SELECT d.id FROM webhook_deliveries d
+      WHERE d.endpoint_id = f.endpoint_id AND d.state = 'pending' AND d.next_attempt_at <= %(now)s
+      ORDER BY d.next_attempt_at, d.id
+      LIMIT f.free
+        FOR UPDATE SKIP LOCKED) d
+   WHERE f.free > 0
+   LIMIT %(limit)s
+)
+UPDATE webhook_deliveries d
+   SET next_attempt_at = %(lease_until)s, lease_token = %(token)s
+  FROM picked p, events ev, webhook_endpoints e
+ WHERE d.id = p.id AND ev.id = d.event_id AND e.id = d.endpoint_id
+RETURNING d.id, d.event_id, d.endpoint_id, d.reason, d.attempt_count + 1 AS attempt, d.max_attempts,
+          d.lease_token, e.url, e.secret, e.organization_id, ev.type, ev.body
+"""
+
+# create_claimed: a delivery born leased to the caller (test events and resends are sent at once).
+_CREATE_CLAIMED_SQL = """
+INSERT INTO webhook_deliveries AS d (event_id, endpoint_id, reason, max_attempts, next_attempt_at, lease_token)
+VALUES (%(event_id)s, %(endpoint_id)s, %(reason)s, %(max_attempts)s, %(lease_until)s, %(token)s)
+ON CONFLICT (event_id, endpoint_id) DO UPDATE
+   SET reason = EXCLUDED.reason, state = 'pending', attempt_count = 0, max_attempts = EXCLUDED.max_attempts,
+       next_attempt_at = EXCLUDED.next_attempt_at, lease_token = EXCLUDED.lease_token,
+       last_status_code = NULL, last_error = NULL, finished_at = NULL
+RETURNING d.id, d.event_id, d.endpoint_id, d.reason, 1 AS attempt, d.max_attempts, d.lease_token,
+          (SELECT e.url FROM webhook_endpoints e WHERE e.id = d.endpoint_id) AS url,
+          (SELECT e.secret FROM webhook_endpoints e WHERE e.id = d.endpoint_id) AS secret,
+          (SELECT ev.type FROM events ev WHERE ev.id = d.event_id) AS type,
+          (SELECT ev.body FROM events ev WHERE ev.id = d.event_id) AS body
+"""
+
+# finish_deliveries: guarded by the lease we hold; a row whose lease another pass took is left alone.
+_FINISH_SQL = """
+UPDATE webhook_deliveries AS d
+   SET attempt_count = v.attempt, state = v.state, next_attempt_at = v.next_attempt_at, lease_token = NULL,
+       last_status_code = v.status_code, last_error = v.error, finished_at = v.finished_at
+  FROM (VALUES %s) AS v (id, token, attempt, state, next_attempt_at, status_code, error, finished_at)
+ WHERE d.id = v.id AND d.lease_token = v.token
+RETURNING d.id
+"""
+
+_INSERT_ATTEMPTS_SQL = """
+INSERT INTO webhook_attempts (delivery_id, endpoint_id, event_id, attempt, reason, attempted_at, duration_ms,
+                              succeeded, status_code, error, response_body, address)
+VALUES %s
+"""
+
+
+def claim_due(conn, now, lease_until, token, busy, default_free, limit):
+    """Lease due deliveries; `busy` maps endpoint id -> free slots for endpoints with work in flight."""
+    with conn.cursor() as cur:
+        cur.execute(_CLAIM_SQL, {"now": now, "lease_until": lease_until, "token": token,
+                                 "busy_ids": list(busy), "busy_free": list(busy.values()),
+                                 "default_free": default_free, "limit": limit})
+        return cur.fetchall()
+
+
+def create_claimed(conn, event_id, endpoint_id, reason, max_attempts, lease_until, token):
+    """Create (or restart) the delivery of an event to an endpoint, already leased to the caller."""
+    with conn.cursor() as cur:
+        cur.execute(_CREATE_CLAIMED_SQL, {"event_id": event_id, "endpoint_id": endpoint_id, "reason": reason,
+                                          "max_attempts": max_attempts, "lease_until": lease_until,
+                                          "token": token})
+        return cur.fetchone()
+
+
+def lock_endpoints(conn, endpoint_ids):
+    """Lock endpoints (in id order, so concurrent passes never deadlock) and return their health fields."""
+    with conn.cursor() as cur:
+        # lock_endpoints: failure accounting reads and writes these under the lock.
+        cur.execute("""
+            SELECT id, organization_id, enabled, failing_since, last_failure_at FROM webhook_endpoints
+             WHERE id = ANY (%(ids)s) ORDER BY id FOR UPDATE""", {"ids": list(endpoint_ids)})
+        return {row["id"]: row for row in cur.fetchall()}
+
+
+def finish_deliveries(conn, rows):
+    """Apply outcomes (tuples in _FINISH_SQL's order); returns the ids whose lease was still ours."""
+    if not rows:
+        return set()
+    with conn.cursor() as cur:
+        found = psycopg2.extras.execute_values(
+            cur, _FINISH_SQL, rows, page_size=1000, fetch=True,
+            template="(%s::bigint, %s::uuid, %s::int, %s, %s::timestamptz, %s::int, %s, %s::timestamptz)")
+        return {row["id"] for row in found}
+
+
+def insert_attempts(conn, rows):
+    """Record attempts (tuples in _INSERT_ATTEMPTS_SQL's column order)."""
+    if rows:
+        with conn.cursor() as cur:
+            psycopg2.extras.execute_values(cur, _INSERT_ATTEMPTS_SQL, rows, page_size=1000)
+
+
+def update_endpoint_health(conn, endpoint_id, failing_since, last_failure_at):
+    """Store an endpoint's failure run."""
+    with conn.cursor() as cur:
+        # update_endpoint_health
+        cur.execute("""
+            UPDATE webhook_endpoints SET failing_since = %(failing_since)s, last_failure_at = %(last_failure_at)s
+             WHERE id = %(id)s""", {"id": endpoint_id, "failing_since": failing_since,
+                                    "last_failure_at": last_failure_at})
+
+
+def claim_unnotified(conn):
+    """Lock endpoints disabled by the 3-day rule whose admins were not yet e-mailed."""
+    with conn.cursor() as cur:
+        # claim_unnotified: the e-mail is an outbox too; SKIP LOCKED so two passes never both send it.
+        cur.execute("""
+            SELECT e.id, e.organization_id, e.url, e.description, e.disabled_at, e.disabled_reason,
+                   o.name AS organization_name, o.slug AS organization_slug
+              FROM webhook_endpoints e JOIN organizations o ON o.id = e.organization_id
+             WHERE NOT e.enabled AND e.disabled_notified_at IS NULL
+             ORDER BY e.id
+               FOR UPDATE OF e SKIP LOCKED""")
+        return cur.fetchall()
+
+
+def mark_notified(conn, endpoint_id, at):
+    """Record that the admins were e-mailed about a disabled endpoint."""
+    with conn.cursor() as cur:
+        # mark_notified
+        cur.execute("UPDATE webhook_endpoints SET disabled_notified_at = %(at)s WHERE id = %(id)s",
+                    {"id": endpoint_id, "at": at})
+
+
+def delete_old_attempts(conn, before, limit=10000):
+    """Delete up to `limit` attempts older than `before`; returns how many."""
+    with conn.cursor() as cur:
+        # retention: the attempt log keeps 30 days.
+        cur.execute("""
+            DELETE FROM webhook_attempts WHERE id IN (
+              SELECT id FROM webhook_attempts WHERE attempted_at < %(before)s
+               ORDER BY attempted_at LIMIT %(limit)s)""", {"before": before, "limit": limit})
+        return cur.rowcount
+
+
+def next_due_at(conn):
+    """The earliest next_attempt_at of any waiting delivery to an enabled endpoint, or None."""
+    with conn.cursor() as cur:
+        # next_due_at: how long watch mode may sleep.
+        cur.execute("""
+            SELECT min(d.next_attempt_at) AS due FROM webhook_deliveries d
+              JOIN webhook_endpoints e ON e.id = d.endpoint_id AND e.enabled
+             WHERE d.state = 'pending'""")
+        return cur.fetchone()["due"]
