@@ -15,8 +15,8 @@ SELECT ev.id, ev.organization_id, ev.type, ev.shipment_id, ev.alert_id, ev.check
 # store_rendered: the exact bytes every endpoint and every retry will get.
 _STORE_SQL = """
 UPDATE events AS ev
-   SET state = v.state, body = v.body, api_version = v.api_version, rendered_at = %(now)s
-  FROM (VALUES %s) AS v (id, state, body, api_version)
+   SET state = v.state, body = v.body, api_version = v.api_version, rendered_at = v.rendered_at
+  FROM (VALUES %s) AS v (id, state, body, api_version, rendered_at)
  WHERE ev.id = v.id
 """
 
@@ -45,10 +45,11 @@ def store_rendered(conn, rendered, now):
     """Store bodies ((id, body or None, api_version) tuples; None skips) and fan out; returns deliveries made."""
     if not rendered:
         return 0
-    values = [(i, "rendered" if body is not None else "skipped", body, version) for i, body, version in rendered]
+    values = [(i, "rendered" if body is not None else "skipped", body, version, now)
+              for i, body, version in rendered]
     with conn.cursor() as cur:
-        psycopg2.extras.execute_values(cur, _STORE_SQL, values, template="(%s::bigint, %s, %s, %s)",
-                                       page_size=500, )
+        psycopg2.extras.execute_values(cur, _STORE_SQL, values, template="(%s::bigint, %s, %s, %s, %s::timestamptz)",
+                                       page_size=500)
         cur.execute(_FAN_OUT_SQL, {"ids": [i for i, body, _v in rendered if body is not None], "now": now})
         return cur.rowcount
 

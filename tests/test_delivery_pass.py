@@ -1,0 +1,118 @@
+"""One delivery pass end to end: real PostgreSQL, a real HTTPS receiver, signatures checked by standardwebhooks."""
+import json
+
+import standardwebhooks
+
+from delivery import signing
+from delivery.worker import Dispatcher
+from models import webhooks
+from tests.factories import auth, make_org, make_shipment, make_token
+from tests.test_webhook_support import (Clock, ca, ca_bundle, event_bodies, receiver, resolver,  # noqa: F401
+                                        settings)
+
+
+def add_endpoint(conn, org, url, types=webhooks.EVENT_TYPES):
+    """An enabled endpoint; returns its row (with the secret)."""
+    return webhooks.create_endpoint(conn, org, url, types, None, signing.new_secret())
+
+
+def run_pass(settings, clock=None, seconds=5):
+    """One pass with the test resolver; returns the dispatcher's sender for reuse."""
+    kwargs = {"clock": clock} if clock else {}
+    dispatcher = Dispatcher(settings, sender=settings.make_sender(resolver), **kwargs)
+    try:
+        dispatcher.run_pass(seconds)
+    finally:
+        dispatcher.close()
+
+
+def test_status_change_delivered_signed_with_api_body(conn, client, receiver, settings):
+    org = make_org(conn, "acme")
+    sid = make_shipment(conn, org, status="draft")
+    endpoint = add_endpoint(conn, org, receiver.url("/ok"))
+    with conn.cursor() as cur:
+        cur.execute("UPDATE shipments SET status = 'validated' WHERE id = %s", (sid,))
+    run_pass(settings)
+
+    (request,) = receiver.requests
+    headers = request["headers"]
+    assert headers["Content-Type"] == "application/json"
+    assert headers["User-Agent"] == "Service-Webhooks/1.0"
+    assert headers["webhook-id"] == "msg_1"
+    assert headers["webhook-signature"].startswith("v1,")
+    assert headers["Host"] == f"receiver.test:{receiver.server_address[1]}"
+    verified = standardwebhooks.Webhook(endpoint["secret"]).verify(request["body"], headers)
+    assert verified["id"] == "msg_1"
+    body = json.loads(request["body"])
+    assert list(body) == ["id", "type", "created_at", "api_version", "data"]
+    assert body["type"] == "shipment.status_changed"
+    assert body["api_version"] == "2026-10-01"
+    assert body["data"]["previous_attributes"] == {"status": "draft"}
+    token = make_token(conn, org)
+    api = client.get(f"/shipments/shp_{sid}", headers=auth(token))
+    assert body["data"]["object"] == api.json
+    assert body["data"]["object"]["status"] == "validated"
+
+    with conn.cursor() as cur:
+        cur.execute("SELECT status, attempts, next_attempt, last_error FROM webhook_delivery_status")
+        assert cur.fetchall() == [{"status": "succeeded", "attempts": 1, "next_attempt": None, "last_error": None}]
+        cur.execute("SELECT attempt, status, status_code, address, error FROM webhook_attempt_log")
+        assert cur.fetchall() == [{"attempt": 1, "status": "succeeded", "status_code": 200,
+                                   "address": "127.0.0.1", "error": None}]
+
+
+def test_same_event_id_and_bytes_for_every_endpoint(conn, receiver, settings):
+    org = make_org(conn, "acme")
+    sid = make_shipment(conn, org)
+    add_endpoint(conn, org, receiver.url("/ok"))
+    add_endpoint(conn, org, receiver.url("/ok?second=1"))
+    add_endpoint(conn, org, receiver.url("/ok?eta-only=1"), ["shipment.eta_changed"])
+    with conn.cursor() as cur:
+        cur.execute("UPDATE shipments SET status = 'in_transit' WHERE id = %s", (sid,))
+    run_pass(settings)
+    assert len(receiver.requests) == 2
+    first, second = receiver.requests
+    assert first["body"] == second["body"]
+    assert first["headers"]["webhook-id"] == second["headers"]["webhook-id"]
+    with conn.cursor() as cur:
+        cur.execute("SELECT body FROM events")
+        assert cur.fetchone()["body"].encode() == first["body"]
+
+
+def test_pinned_version_and_unpinned_organization(conn, receiver, settings):
+    org = make_org(conn, "acme")
+    sid = make_shipment(conn, org)
+    add_endpoint(conn, org, receiver.url("/ok"))
+    with conn.cursor() as cur:
+        cur.execute("UPDATE shipments SET status = 'in_transit' WHERE id = %s", (sid,))
+    run_pass(settings)
+    assert event_bodies(receiver)[0]["api_version"] == "2026-10-01"
+    with conn.cursor() as cur:
+        cur.execute("SELECT api_version FROM organizations WHERE id = %s", (org,))
+        assert cur.fetchone()["api_version"] is None  # a webhook is not a request: no pin is made
+
+
+def test_events_of_other_types_and_disabled_endpoints_are_not_sent(conn, receiver, settings):
+    org = make_org(conn, "acme")
+    sid = make_shipment(conn, org)
+    alerts_only = add_endpoint(conn, org, receiver.url("/ok"), ["alert.created"])
+    disabled = add_endpoint(conn, org, receiver.url("/ok"))
+    webhooks.disable_endpoint(conn, disabled["id"], alerts_only["created_at"], "by an admin")
+    with conn.cursor() as cur:
+        cur.execute("UPDATE shipments SET status = 'in_transit' WHERE id = %s", (sid,))
+    run_pass(settings)
+    assert receiver.requests == []
+
+
+def test_shipment_hidden_before_rendering_is_skipped(conn, receiver, settings):
+    org = make_org(conn, "acme")
+    sid = make_shipment(conn, org)
+    add_endpoint(conn, org, receiver.url("/ok"))
+    with conn.cursor() as cur:
+        cur.execute("UPDATE shipments SET status = 'in_transit' WHERE id = %s", (sid,))
+        cur.execute("UPDATE shipments SET owned_elsewhere = true WHERE id = %s", (sid,))
+    run_pass(settings)
+    assert receiver.requests == []
+    with conn.cursor() as cur:
+        cur.execute("SELECT state FROM events")
+        assert cur.fetchone()["state"] == "skipped"
