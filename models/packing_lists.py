@@ -1,0 +1,70 @@
+"""Packing lists as the API shows them: the current ones of a visible shipment, with pallets and lines."""
+
+# list_shipment_packing_lists: the visible shipment (one row even without packing lists) and its
+# current packing lists, oldest first; served by packing_lists_shipment_idx.
+LISTS_SQL = """
+SELECT s.id AS found_shipment_id, k.id, k.shipment_id, k.document_id, k.container_id, k.reference,
+       k.declared_box_count, k.declared_net_weight_kg
+  FROM shipments s
+  LEFT JOIN packing_lists k ON k.shipment_id = s.id AND k.is_current
+ WHERE s.id = %(shipment_id)s AND s.organization_id = %(organization_id)s
+   AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
+ ORDER BY k.id
+"""
+
+# The pallets of a set of packing lists, oldest first; served by pallets_packing_list_idx.
+PALLETS_SQL = """
+SELECT p.packing_list_id, p.id, p.pallet_number, p.container_id
+  FROM pallets p
+ WHERE p.packing_list_id = ANY (%(ids)s)
+ ORDER BY p.packing_list_id, p.id
+"""
+
+# The lines of a set of pallets, by line_index; served by the (pallet_id, line_index) unique index.
+LINES_SQL = """
+SELECT l.pallet_id, l.id, l.line_index, l.produce_name, l.produce_type, l.variety, l.calibre,
+       l.quality_category, l.pack_format, l.label, l.ggn, l.box_count, l.box_weight_kg,
+       l.net_weight_kg, l.gross_weight_kg
+  FROM packing_lines l
+ WHERE l.pallet_id = ANY (%(ids)s)
+ ORDER BY l.pallet_id, l.line_index
+"""
+
+
+def list_shipment_packing_lists(conn, organization_id, shipment_id):
+    """Current packing lists of a visible shipment, oldest first; None when the shipment is not found."""
+    with conn.cursor() as cur:
+        cur.execute(LISTS_SQL, {"organization_id": organization_id, "shipment_id": shipment_id})
+        rows = cur.fetchall()
+        if not rows:
+            return None
+        lists = [{k: v for k, v in row.items() if k != "found_shipment_id"} for row in rows if row["id"] is not None]
+        if not lists:
+            return []
+        cur.execute(PALLETS_SQL, {"ids": [item["id"] for item in lists]})
+        pallets = cur.fetchall()
+        lines = {}
+        if pallets:
+            cur.execute(LINES_SQL, {"ids": [pallet["id"] for pallet in pallets]})
+            lines = _group(cur.fetchall(), "pallet_id")
+    for pallet in pallets:
+        pallet["lines"] = lines.get(pallet["id"], [])
+    by_list = _group(pallets, "packing_list_id")
+    for item in lists:
+        item["pallets"] = by_list.get(item["id"], [])
+        item["totals"] = _totals(item["pallets"])
+    return lists
+
+
+def _group(rows, key):
+    grouped = {}
+    for row in rows:
+        grouped.setdefault(row.pop(key), []).append(row)
+    return grouped
+
+
+def _totals(pallets):
+    """Pallets, boxes and net weight of a packing list, from its pallets and their lines."""
+    lines = [line for pallet in pallets for line in pallet["lines"]]
+    return {"pallets": len(pallets), "boxes": sum(line["box_count"] for line in lines),
+            "net_weight_kg": sum(line["net_weight_kg"] for line in lines)}
