@@ -3,6 +3,7 @@
 The matrix is large, so it runs against one database per module (`shared`), filled once.
 """
 import uuid
+from contextlib import contextmanager
 
 import pytest
 
@@ -14,9 +15,9 @@ VERSION = "2026-10-01"
 STATUSES = ("draft", "validated", "in_transit", "arrived", "in_warehouse", "error")
 
 
-@pytest.fixture(scope="module")
-def shared(server_url, template_database):
-    """One database, app and token for a whole module; shipments s1..s6 (ids 1..6), one per status."""
+@contextmanager
+def module_database(server_url, template_database):
+    """A fresh database for a whole module: yields (an autocommit connection, an app on it)."""
     from app import create_app
 
     name = f"{_PREFIX}_m{uuid.uuid4().hex[:8]}"
@@ -26,26 +27,35 @@ def shared(server_url, template_database):
     url = _with_database(server_url, name)
     conn = db.connect(url)
     conn.autocommit = True
-    org_id = make_org(conn, "acme")
-    token = make_token(conn, org_id)
-    ids = []
-    for day, status in enumerate(STATUSES, start=1):
-        ids.append(make_shipment(conn, org_id, status=status, reference=f"R-{day}",
-                                 created_at=f"2026-03-0{day}T12:00:00Z",
-                                 eta=f"2026-04-0{day}T12:00:00Z" if day % 2 else None))
-    make_container(conn, ids[1], eta="2026-04-02T06:00:00Z")
-    red = make_label(conn, org_id, "red", shipment_ids=ids[:3])
-    blue = make_label(conn, org_id, "blue", shipment_ids=ids[1:2])
-    app = create_app({"TESTING": True, "DATABASE_URL": url,
+    app = create_app({"TESTING": True, "DATABASE_URL": url, "STATEMENT_RECORDER": [],
                       "RATE_LIMITS": {"window_seconds": 300, "per_token": 100000, "per_ip": 100000,
                                       "anonymous_per_ip": 100000}})
-    yield {"client": app.test_client(), "token": token, "ids": ids, "conn": conn,
-           "labels": {"red": red, "blue": blue}}
-    conn.close()
-    db.close_pool()
-    with admin.cursor() as cur:
-        cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    admin.close()
+    try:
+        yield conn, app
+    finally:
+        conn.close()
+        db.close_pool()
+        with admin.cursor() as cur:
+            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+
+
+@pytest.fixture(scope="module")
+def shared(server_url, template_database):
+    """One database, app and token for a whole module; shipments s1..s6 (ids 1..6), one per status."""
+    with module_database(server_url, template_database) as (conn, app):
+        org_id = make_org(conn, "acme")
+        token = make_token(conn, org_id)
+        ids = []
+        for day, status in enumerate(STATUSES, start=1):
+            ids.append(make_shipment(conn, org_id, status=status, reference=f"R-{day}",
+                                     created_at=f"2026-03-0{day}T12:00:00Z",
+                                     eta=f"2026-04-0{day}T12:00:00Z" if day % 2 else None))
+        make_container(conn, ids[1], eta="2026-04-02T06:00:00Z")
+        red = make_label(conn, org_id, "red", shipment_ids=ids[:3])
+        blue = make_label(conn, org_id, "blue", shipment_ids=ids[1:2])
+        yield {"client": app.test_client(), "token": token, "ids": ids, "conn": conn,
+               "labels": {"red": red, "blue": blue}}
 
 
 def get(shared, query):
