@@ -117,6 +117,8 @@ FUZZY_MIN_LENGTH = 5
 
 def search_params(q):
     """The parameters of the free-text search for `q` (None when there is no search)."""
+    # Surrounding whitespace is not part of the query; a blank query is no search (spec: empty value).
+    q = q.strip() if q else q
     if not q:
         return {"q": None, "q_like": None, "q_compact_like": None, "q_fuzzy": None, "q_alias_regex": None}
     compact = q.upper().replace(" ", "").replace("-", "")
