@@ -6,6 +6,7 @@ through the CA-bundle setting and reaches 127.0.0.1 through the allowed-networks
 import http.server
 import ipaddress
 import json
+import socket
 import socketserver
 import ssl
 import threading
@@ -33,6 +34,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         arrived = time.time()
         self.server.requests.append({"path": self.path, "headers": dict(self.headers.items()),
                                      "body": body, "arrived": arrived})
+        if self.server.force_status is not None:
+            return self._reply(self.server.force_status, b"forced")
         parts = self.path.strip("/").split("/")
         action, argument = parts[0], (parts[1] if len(parts) > 1 else None)
         if action == "sleep":
@@ -84,6 +87,7 @@ class Receiver(socketserver.ThreadingMixIn, http.server.HTTPServer):
         super().__init__(("127.0.0.1", 0), Handler)
         self.socket = context.wrap_socket(self.socket, server_side=True)
         self.requests = []
+        self.force_status = None  # answer every request with this status when set
 
     def url(self, path="/ok", host=RECEIVER_HOST):
         """A URL of this receiver under `host`."""
@@ -144,6 +148,31 @@ class Clock:
         """Move the clock forward."""
         from datetime import timedelta
         self.now += timedelta(**delta)
+
+
+@pytest.fixture
+def smtp_server():
+    """A real SMTP server on 127.0.0.1 keeping every message it receives."""
+    from aiosmtpd.controller import Controller
+
+    class Inbox:
+        def __init__(self):
+            self.messages = []
+
+        async def handle_DATA(self, server, session, envelope):
+            self.messages.append({"from": envelope.mail_from, "to": list(envelope.rcpt_tos),
+                                  "content": envelope.content.decode()})
+            return "250 OK"
+
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    inbox = Inbox()
+    controller = Controller(inbox, hostname="127.0.0.1", port=port)
+    controller.start()
+    yield {"port": port, "messages": inbox.messages}
+    controller.stop()
 
 
 def event_bodies(receiver):

@@ -1,0 +1,119 @@
+"""Disabling after more than 3 days of failures, its counting rules, and the e-mail to the admins."""
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from models import webhooks
+from tests.factories import make_org, make_shipment
+from tests.test_delivery_pass import add_endpoint, run_pass
+from tests.test_webhook_support import (Clock, ca, ca_bundle, receiver, resolver, settings,  # noqa: F401
+                                        smtp_server)
+
+STATUSES = ("validated", "in_transit", "arrived", "in_warehouse", "draft")
+
+
+@pytest.fixture
+def world(conn, receiver, settings, smtp_server):
+    """An organization with one failing endpoint, a shipment to change, and a clock."""
+    org = make_org(conn, "acme")
+    sid = make_shipment(conn, org)
+    endpoint = add_endpoint(conn, org, receiver.url("/ok"))
+    receiver.force_status = 500
+    settings.smtp_host, settings.smtp_port = "127.0.0.1", smtp_server["port"]
+    clock = Clock(datetime.now(timezone.utc).replace(microsecond=0))
+    return {"conn": conn, "sid": sid, "endpoint": endpoint, "clock": clock, "start": clock.now,
+            "settings": settings, "changes": 0}
+
+
+def _next_due(conn):
+    with conn.cursor() as cur:
+        cur.execute("SELECT min(next_attempt_at) AS due FROM webhook_deliveries WHERE state = 'pending'")
+        return cur.fetchone()["due"]
+
+
+def drive(world, hours):
+    """Run a pass at every due time until start + `hours`."""
+    until = world["start"] + timedelta(hours=hours)
+    while True:
+        due = _next_due(world["conn"])
+        if due is None or due > until:
+            break
+        world["clock"].now = max(world["clock"].now, due)
+        run_pass(world["settings"], world["clock"])
+    world["clock"].now = until
+
+
+def event_at(world, hours):
+    """A new status change at start + `hours`, delivered at once."""
+    drive(world, hours)
+    world["changes"] += 1
+    with world["conn"].cursor() as cur:
+        cur.execute("UPDATE shipments SET status = %s WHERE id = %s",
+                    (STATUSES[world["changes"] % len(STATUSES)], world["sid"]))
+    run_pass(world["settings"], world["clock"])
+
+
+def endpoint(world):
+    return webhooks.get_endpoint(world["conn"], world["endpoint"]["id"])
+
+
+def test_disabled_after_more_than_three_days_and_admins_emailed(world, smtp_server):
+    for hours in (0, 20, 44, 68):
+        event_at(world, hours)
+    drive(world, 75.5)
+    assert endpoint(world)["enabled"] and smtp_server["messages"] == []
+    drive(world, 76)  # the 68 h event's fifth attempt fails at 75 h 36 min: 3 days and 36 min of failures
+    found = endpoint(world)
+    assert not found["enabled"]
+    assert found["disabled_at"] == world["start"] + timedelta(hours=75, minutes=36)
+    assert found["failing_since"] == world["start"]
+    with world["conn"].cursor() as cur:
+        cur.execute("SELECT state, count(*) FROM webhook_deliveries GROUP BY state ORDER BY state")
+        assert {r["state"]: r["count"] for r in cur.fetchall()} == {"dropped": 1, "failed": 3}
+    (message,) = smtp_server["messages"]
+    assert sorted(message["to"]) == ["admin@acme.example", "owner@acme.example"]
+    assert f"whe_{found['id']}" in message["content"] and found["url"] in message["content"]
+    assert "Subject: Webhook endpoint whe_" in message["content"]
+
+    drive(world, 200)
+    run_pass(world["settings"], world["clock"])
+    assert len(smtp_server["messages"]) == 1, "the admins are told once"
+
+
+def test_nothing_is_sent_to_a_disabled_endpoint_until_enabled(world, receiver):
+    for hours in (0, 20, 44, 68):
+        event_at(world, hours)
+    drive(world, 80)
+    assert not endpoint(world)["enabled"]
+    before = len(receiver.requests)
+    event_at(world, 81)
+    assert len(receiver.requests) == before
+    webhooks.enable_endpoint(world["conn"], world["endpoint"]["id"])
+    receiver.force_status = None
+    event_at(world, 82)
+    assert len(receiver.requests) == before + 1
+    assert receiver.requests[-1]["headers"]["webhook-id"] == "msg_6"
+    assert endpoint(world)["failing_since"] is None
+
+
+def test_a_success_restarts_the_count(world, receiver):
+    for hours in (0, 20, 44):
+        event_at(world, hours)
+    drive(world, 50)
+    receiver.force_status = None
+    event_at(world, 50)  # delivered: the run of failures ends
+    receiver.force_status = 500
+    for hours in (51, 70, 94, 118):
+        event_at(world, hours)
+    drive(world, 122)
+    assert endpoint(world)["enabled"]
+    assert endpoint(world)["failing_since"] == world["start"] + timedelta(hours=51)
+
+
+def test_a_day_without_failures_restarts_the_count(world):
+    event_at(world, 0)        # its retries fail until 27 h 36 min
+    for hours in (52, 70, 94, 118):
+        event_at(world, hours)
+    drive(world, 123)
+    assert endpoint(world)["enabled"]
+    assert endpoint(world)["failing_since"] == world["start"] + timedelta(hours=52)
