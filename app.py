@@ -6,7 +6,7 @@ from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from api import guard, openapi, organization, shipments
-from api import alerts, checks, documents, packing_lists
+from api import alerts, checks, documents, packing_lists, timeline
 from api import free_time
 from api.context import release_conn
 from api.errors import register_error_handlers
@@ -43,7 +43,7 @@ def create_app(config=None):
     app.json.compact = True
 
     for blueprint in (organization.bp, shipments.bp, openapi.bp, alerts.bp, checks.bp, documents.bp,
-                      packing_lists.bp):
+                      packing_lists.bp, timeline.bp):
         app.register_blueprint(blueprint)
     app.register_blueprint(free_time.bp)
     app.before_request(guard.guard_request)

@@ -6,7 +6,7 @@ from apispec import APISpec
 from apispec.ext.marshmallow import MarshmallowPlugin
 from flask import Blueprint, Response
 
-from api import alerts, checks, documents, packing_lists, versions
+from api import alerts, checks, documents, packing_lists, timeline, versions
 from api import free_time
 from api.errors import REALM
 from api.render import get_route
@@ -33,7 +33,7 @@ OPERATIONS = [
 EXTRA_OPERATIONS = []
 # The read API's other endpoints, described next to their views.
 EXTRA_OPERATIONS += (alerts.OPERATIONS + checks.OPERATIONS + documents.OPERATIONS
-                     + packing_lists.OPERATIONS)
+                     + packing_lists.OPERATIONS + timeline.OPERATIONS)
 EXTRA_OPERATIONS += free_time.OPERATIONS
 RAW_PATHS = []
 RAW_PATHS.append(documents.RAW_PATH)
