@@ -537,7 +537,10 @@ BEGIN
     compact_reference(NEW.transport_reference), NEW.consignor, NEW.consignee,
     produce_text(NEW.draft_produce),
     (SELECT string_agg(c.number, ' ' ORDER BY c.id) FROM containers c WHERE c.shipment_id = NEW.id),
-    (SELECT string_agg(DISTINCT l.produce_name, ' ') FROM packing_lines l WHERE l.shipment_id = NEW.id)));
+    (SELECT string_agg(DISTINCT l.produce_name, ' ')
+       FROM packing_lines l JOIN pallets pl ON pl.id = l.pallet_id
+       LEFT JOIN packing_lists k ON k.id = pl.packing_list_id
+      WHERE l.shipment_id = NEW.id AND (k.id IS NULL OR k.is_current))));
   RETURN NEW;
 END
 $$;
@@ -607,6 +610,10 @@ CREATE OR REPLACE TRIGGER packing_lines_refresh_update
   FOR EACH STATEMENT EXECUTE FUNCTION refresh_parent_shipments();
 CREATE OR REPLACE TRIGGER packing_lines_refresh_delete
   AFTER DELETE ON packing_lines REFERENCING OLD TABLE AS changed_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION refresh_parent_shipments();
+-- A packing list replaced (is_current false) takes its produce out of search.
+CREATE OR REPLACE TRIGGER packing_lists_refresh_update
+  AFTER UPDATE ON packing_lists REFERENCING NEW TABLE AS changed_rows
   FOR EACH STATEMENT EXECUTE FUNCTION refresh_parent_shipments();
 
 -- Container numbers are stored in ISO 6346 form: upper case, no spaces or dashes.

@@ -117,8 +117,6 @@ def test_blank_query_means_no_search(world, q):
     assert len(search(world, q, "&limit=100")) == len(everything) == len(world["s"]) - 1
 
 
-@pytest.mark.xfail(strict=True, reason="search_text (schema.sql) holds the produce of every packing line, "
-                   "including lines of replaced packing lists")
 def test_produce_of_a_replaced_packing_list_does_not_match(conn, client):
     token = make_token(conn, make_org(conn, "acme"))
     shipment = make_shipment(conn, 1)
