@@ -83,7 +83,6 @@ class Sender:
             conn.endheaders(body)
             response = conn.getresponse()
             answered = time.monotonic() - started
-            kept = response.read(KEEP_BYTES)
         except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as error:
             _close(conn)
             if reused and not (watch and WATCHDOG.cancel(watch)):
@@ -92,8 +91,9 @@ class Sender:
         except (OSError, http.client.HTTPException) as error:
             _close(conn)
             return self._failure(error, watch, target, started)
+        kept, cut = _read_start(response)
         fired = WATCHDOG.cancel(watch)
-        if fired or not response.isclosed() or response.will_close:
+        if cut or fired or not response.isclosed() or response.will_close:
             _close(conn)  # unread reply (or cut): the connection cannot carry another request
         else:
             self._put_idle(target, conn)
@@ -114,7 +114,7 @@ class Sender:
 
     def _failure(self, error, watch, target, started):
         if watch is not None and WATCHDOG.cancel(watch):
-            message = f"no complete reply within {self.total_seconds:g} s; abandoned"
+            message = f"no reply within {self.total_seconds:g} s; abandoned"
         elif isinstance(error, (socket.timeout, TimeoutError)):
             message = f"timed out after {time.monotonic() - started:.1f} s"
         elif isinstance(error, ssl.SSLError):
@@ -168,6 +168,22 @@ class Sender:
                 for conn, _since in pool:
                     _close(conn)
             self._idle.clear()
+
+
+def _read_start(response):
+    """The first KEEP_BYTES of the reply, and whether reading was cut short (by the deadline or the peer)."""
+    kept = b""
+    try:
+        while len(kept) < KEEP_BYTES:
+            chunk = response.read1(KEEP_BYTES - len(kept))
+            if not chunk:
+                break
+            kept += chunk
+        if response.length == 0:
+            response.read()  # marks the reply complete, so the connection can be kept alive
+    except (OSError, http.client.HTTPException):
+        return kept, True  # the status already decided the outcome; a cut body only shortens the log
+    return kept, False
 
 
 def _close(conn):

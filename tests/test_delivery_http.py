@@ -1,0 +1,124 @@
+"""What counts as delivered: statuses, redirects, the 10 s / 15 s deadlines, the 2 KB reply, TLS."""
+import socket
+import time
+
+import pytest
+
+from delivery import signing
+from delivery.settings import Settings
+from delivery.worker import send_row
+from tests.test_webhook_support import ca, ca_bundle, receiver, resolver  # noqa: F401
+
+BODY = '{"id":"msg_7","type":"webhook.test"}'
+
+
+def _send(url, ca_bundle, **limits):
+    settings = Settings(database_url="unused", allowed_networks=["127.0.0.1/32"], ca_bundle=ca_bundle, **limits)
+    sender = settings.make_sender(resolver)
+    row = {"url": url, "secret": signing.new_secret(), "event_id": 7, "body": BODY}
+    try:
+        return send_row(sender, row).outcome
+    finally:
+        sender.close()
+
+
+def test_exact_headers(receiver, ca_bundle):
+    outcome = _send(receiver.url("/ok"), ca_bundle)
+    assert outcome.succeeded and outcome.status_code == 200 and outcome.error is None
+    assert outcome.response_body == '{"received":true}'
+    assert outcome.address == "127.0.0.1"
+    (request,) = receiver.requests
+    assert sorted(request["headers"]) == sorted(["Host", "Content-Length", "webhook-id", "webhook-timestamp",
+                                                 "webhook-signature", "Content-Type", "User-Agent"])
+    assert abs(int(request["headers"]["webhook-timestamp"]) - time.time()) < 5
+    assert request["body"] == BODY.encode()
+
+
+@pytest.mark.parametrize("status", [201, 204, 299])
+def test_any_2xx_succeeds(receiver, ca_bundle, status):
+    receiver.force_status = status
+    assert _send(receiver.url("/ok"), ca_bundle).succeeded
+
+
+@pytest.mark.parametrize("status", [400, 404, 410, 500, 503])
+def test_other_statuses_fail(receiver, ca_bundle, status):
+    outcome = _send(receiver.url(f"/status/{status}"), ca_bundle)
+    assert (outcome.succeeded, outcome.status_code, outcome.error, outcome.response_body) == (
+        False, status, f"HTTP {status}", "nope")
+
+
+def test_redirect_is_a_failure_and_not_followed(receiver, ca_bundle):
+    outcome = _send(receiver.url("/redirect"), ca_bundle)
+    assert not outcome.succeeded and outcome.status_code == 302
+    assert outcome.error == "redirect (302) to 'https://127.0.0.1:1/elsewhere' not followed"
+    assert len(receiver.requests) == 1
+
+
+def test_answer_after_the_answer_deadline_fails(receiver, ca_bundle):
+    outcome = _send(receiver.url("/sleep/1.5"), ca_bundle, answer_seconds=1, total_seconds=3)
+    assert not outcome.succeeded and outcome.status_code == 200
+    assert outcome.error.startswith("answered after 1.5 s; a reply must come within 1 s")
+
+
+def test_no_answer_is_abandoned_at_the_total_deadline(receiver, ca_bundle):
+    started = time.monotonic()
+    outcome = _send(receiver.url("/sleep/10"), ca_bundle, answer_seconds=1, total_seconds=2)
+    assert 1.9 < time.monotonic() - started < 3
+    assert (outcome.succeeded, outcome.status_code, outcome.error) == (False, None, "no reply within 2 s; abandoned")
+
+
+def test_dripping_reply_is_cut_at_the_total_deadline(receiver, ca_bundle):
+    started = time.monotonic()
+    outcome = _send(receiver.url("/drip/10"), ca_bundle, answer_seconds=1, total_seconds=2)
+    assert 1.9 < time.monotonic() - started < 3
+    assert outcome.succeeded and outcome.status_code == 200, "a 2xx status came in time"
+    assert 0 < len(outcome.response_body) < 20
+
+
+def test_real_ten_second_rule(receiver, ca_bundle):
+    """The spec's own constants: a 2xx after 10.5 s is a failure, measured for real (takes 10.5 s)."""
+    outcome = _send(receiver.url("/sleep/10.5"), ca_bundle)
+    assert not outcome.succeeded and outcome.status_code == 200
+    assert outcome.error == "answered after 10.5 s; a reply must come within 10 s"
+    assert 10400 < outcome.duration_ms < 12000
+
+
+def test_big_reply_read_only_to_2_kb(receiver, ca_bundle):
+    started = time.monotonic()
+    outcome = _send(receiver.url("/big"), ca_bundle)
+    assert outcome.succeeded
+    assert outcome.response_body == "x" * 2048
+    assert time.monotonic() - started < 2
+
+
+def test_connection_refused(ca_bundle):
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    outcome = _send(f"https://receiver.test:{port}/", ca_bundle)
+    assert (outcome.succeeded, outcome.status_code, outcome.error, outcome.address) == (
+        False, None, "connection refused", "127.0.0.1")
+
+
+def test_tls_is_verified_against_the_host_name(receiver, ca_bundle):
+    outcome = _send(receiver.url("/ok", host="other.receiver.test"), ca_bundle)
+    assert not outcome.succeeded and outcome.error.startswith("TLS error:")
+    assert "other.receiver.test" in outcome.error
+    assert receiver.requests == []
+
+
+def test_unknown_ca_is_refused_without_the_bundle_setting(receiver):
+    outcome = _send(receiver.url("/ok"), None)
+    assert not outcome.succeeded and "CERTIFICATE_VERIFY_FAILED" in outcome.error
+
+
+def test_keep_alive_connections_are_reused(receiver, ca_bundle):
+    settings = Settings(database_url="unused", allowed_networks=["127.0.0.1/32"], ca_bundle=ca_bundle)
+    sender = settings.make_sender(resolver)
+    row = {"url": receiver.url("/ok"), "secret": signing.new_secret(), "event_id": 7, "body": BODY}
+    try:
+        assert all(send_row(sender, row).outcome.succeeded for _ in range(5))
+        assert sum(len(pool) for pool in sender._idle.values()) == 1
+    finally:
+        sender.close()
