@@ -183,3 +183,51 @@ def test_statement_count_does_not_grow(app, conn, client, org):
     assert len(client.get(path, headers=auth(org["token"])).json["data"]) == 31
     one, many = app.config["STATEMENT_RECORDER"]
     assert one == many
+
+
+READ_OPERATIONS = [
+    ("list_alerts", "/alerts", "MonitoringAlertList"),
+    ("list_checks", "/checks", "ShipmentCheckList"),
+    ("get_shipment_timeline", "/shipments/{shipment_id}/timeline", "Timeline"),
+    ("list_shipment_documents", "/shipments/{shipment_id}/documents", "DocumentList"),
+    ("list_shipment_packing_lists", "/shipments/{shipment_id}/packing_lists", "PackingListList"),
+    ("get_document", "/documents/{id}", "Document"),
+    ("get_document_data", "/documents/{id}/data", "DocumentData"),
+]
+
+
+def test_openapi_describes_the_read_endpoints(client):
+    from openapi_spec_validator import validate
+
+    document = client.get("/openapi.json").json
+    validate(document)
+    for operation_id, path, component in READ_OPERATIONS:
+        operation = document["paths"][path]["get"]
+        assert operation["operationId"] == operation_id
+        assert operation["responses"]["200"]["content"]["application/json"]["schema"] == {
+            "$ref": f"#/components/schemas/{component}"}
+        assert set(operation["responses"]) == {"200", "400", "401", "404", "429"}
+    download = document["paths"]["/documents/{id}/file"]["get"]
+    assert download["operationId"] == "download_document_file"
+    assert list(download["responses"]["200"]["content"]) == ["*/*"]
+    assert set(download["responses"]["200"]["headers"]) == {"Service-Version", "Content-Disposition",
+                                                            "Content-Length"}
+    parameters = {p["name"]: p for p in document["paths"]["/alerts"]["get"]["parameters"] if "name" in p}
+    assert set(parameters) == {"shipment", "limit", "starting_after"}
+    parameters = {p["name"]: p for p in document["paths"]["/checks"]["get"]["parameters"] if "name" in p}
+    assert set(parameters) == {"status", "shipment", "limit", "starting_after"}
+
+
+def test_openapi_properties_are_the_serialised_fields(client):
+    """Every described object lists exactly the keys its schema dumps (they are one definition)."""
+    from api.schemas import alerts, checks, documents, packing_lists, timeline
+
+    components = client.get("/openapi.json").json["components"]["schemas"]
+    for schema in (alerts.MonitoringAlertSchema, checks.ShipmentCheckSchema, documents.DocumentSchema,
+                   documents.DocumentDataSchema, documents.PackingListFieldsSchema,
+                   documents.PackingListLineItemSchema, packing_lists.PackingListSchema,
+                   packing_lists.PalletSchema, packing_lists.PackingLineSchema, timeline.TimelineSchema,
+                   timeline.ShipmentLegSchema, timeline.TrackingEventSchema, timeline.EtaRevisionSchema):
+        name = schema.__name__.removesuffix("Schema")
+        dumped = {field.data_key or key for key, field in schema().fields.items()}
+        assert set(components[name]["properties"]) == dumped, name
