@@ -161,7 +161,9 @@ def check_url(url, service_domain=None, allowed=(), resolver=None):
             continue
         kind = address_class(address)
         if kind is not None:
-            via = "" if str(address) == host else f"host {host} resolves to "
-            raise RefusedUrl(f"{via}{address}, a {kind} address: webhooks go only to public addresses "
+            via = "" if _is_ip(host) else f"host {host} resolves to "
+            inner = embedded_ipv4(address)
+            shown = f"{address} (IPv4 {inner})" if inner is not None else str(address)
+            raise RefusedUrl(f"{via}{shown}, a {kind} address: webhooks go only to public addresses "
                              f"(test and demo receivers can be allowed with {ALLOW_SETTING})")
     return Target(host=host, port=port, path=path, address=str(addresses[0]))
