@@ -1,0 +1,77 @@
+"""GET /openapi.json: a valid OpenAPI 3.1 description, public and cacheable, matching the responses."""
+from openapi_spec_validator import validate
+
+from tests.factories import auth, make_container, make_label, make_org, make_shipment, make_token
+
+
+def test_valid_openapi_31_without_token(client):
+    response = client.get("/openapi.json")
+    assert response.status_code == 200
+    assert response.headers["Content-Type"] == "application/json"
+    assert response.headers["Cache-Control"] == "public, max-age=3600"
+    assert "Service-Version" not in response.headers
+    document = response.json
+    assert document["openapi"] == "3.1.0"
+    assert document["info"]["version"] == "2026-10-01"
+    validate(document)
+
+
+def test_same_bytes_every_time(client):
+    assert client.get("/openapi.json").data == client.get("/openapi.json").data
+
+
+def test_documents_the_foundation_endpoints(client):
+    document = client.get("/openapi.json").json
+    operations = {(path, method): operation for path, item in document["paths"].items()
+                  for method, operation in item.items()}
+    ids = {key: operation["operationId"] for key, operation in operations.items()}
+    assert ids[("/organization", "get")] == "get_organization"
+    assert ids[("/shipments", "get")] == "list_shipments"
+    assert ids[("/shipments/{id}", "get")] == "get_shipment"
+    assert ids[("/openapi.json", "get")] == "get_openapi_document"
+    assert all(method == "get" for _path, method in operations)
+    assert operations[("/openapi.json", "get")]["security"] == []
+    assert document["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+
+
+def test_list_shipments_parameters(client):
+    document = client.get("/openapi.json").json
+    parameters = document["paths"]["/shipments"]["get"]["parameters"]
+    query = {p["name"]: p for p in parameters if isinstance(p, dict) and p.get("in") == "query"}
+    assert set(query) == {"q", "status", "labels", "archived", "created_after", "created_before", "eta_after",
+                          "eta_before", "limit", "starting_after"}
+    assert query["limit"]["schema"]["minimum"] == 1
+    assert query["limit"]["schema"]["maximum"] == 100
+    assert query["limit"]["schema"]["default"] == 25
+    assert query["starting_after"]["schema"]["pattern"] == "^shp_[1-9][0-9]{0,17}$"
+    assert query["archived"]["schema"]["enum"] == ["false", "true", "any"]
+    assert not any(p["required"] for p in query.values() if "required" in p)
+
+
+def test_error_schema_lists_every_code(client):
+    schemas = client.get("/openapi.json").json["components"]["schemas"]
+    error = schemas["ErrorDetail"]["properties"]
+    assert set(error["code"]["enum"]) >= {"invalid_parameter", "invalid_version", "missing_token",
+                                          "invalid_token", "insufficient_scope", "resource_missing",
+                                          "rate_limited"}
+    assert set(error["type"]["enum"]) >= {"invalid_request_error", "authentication_error", "permission_error",
+                                          "not_found_error", "rate_limit_error"}
+
+
+def test_schemas_describe_the_real_responses(conn, client):
+    token = make_token(conn, make_org(conn, "acme"))
+    shipment = make_shipment(conn, 1)
+    make_container(conn, shipment)
+    make_label(conn, 1, "red", shipment_ids=[shipment])
+    schemas = client.get("/openapi.json").json["components"]["schemas"]
+    body = client.get(f"/shipments/shp_{shipment}", headers=auth(token)).json
+    assert set(schemas["Shipment"]["properties"]) == set(body)
+    assert set(schemas["Container"]["properties"]) == set(body["containers"][0])
+    assert set(schemas["Label"]["properties"]) == set(body["labels"][0])
+    organization = client.get("/organization", headers=auth(token)).json
+    assert set(schemas["Organization"]["properties"]) == set(organization)
+
+
+def test_head_and_json_suffix(client):
+    assert client.head("/openapi.json").status_code == 200
+    assert client.get("/openapi.json.json").json == client.get("/openapi.json").json
