@@ -1,0 +1,115 @@
+"""Crashes and overlaps: a killed pass loses nothing, two passes at once never send the same attempt twice."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from datetime import datetime, timedelta, timezone
+
+from delivery.worker import Dispatcher, send_row
+from models import webhook_deliveries
+from tests.factories import make_org, make_shipment
+from tests.test_delivery_pass import add_endpoint, run_pass
+from tests.test_webhook_support import Clock, ca, ca_bundle, receiver, resolver, settings  # noqa: F401
+
+PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _pass_process(database_url, ca_bundle, *args):
+    env = {**os.environ, "DATABASE_URL": database_url, "SHIPTRACK_WEBHOOK_ALLOWED_NETWORKS": '["127.0.0.1/32"]',
+           "SHIPTRACK_WEBHOOK_CA_BUNDLE": ca_bundle}
+    return subprocess.Popen([sys.executable, "-m", "delivery", *args], cwd=PROJECT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def _wait_for(predicate, seconds=20):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _delivery(conn):
+    with conn.cursor() as cur:
+        cur.execute("SELECT state, attempt_count, next_attempt_at, lease_token FROM webhook_deliveries")
+        return cur.fetchone()
+
+
+def _one_event(conn, receiver, path):
+    org = make_org(conn, "acme")
+    sid = make_shipment(conn, org)
+    add_endpoint(conn, org, receiver.url(path, host="127.0.0.1"))
+    with conn.cursor() as cur:
+        cur.execute("UPDATE shipments SET status = 'in_transit' WHERE id = %s", (sid,))
+
+
+def test_pass_killed_mid_request_is_recovered(conn, database_url, receiver, ca_bundle, settings):
+    _one_event(conn, receiver, "/sleep/20")
+    with _pass_process(database_url, ca_bundle) as process:
+        try:
+            assert _wait_for(lambda: receiver.requests)
+        finally:
+            process.send_signal(signal.SIGKILL)
+            process.wait(10)
+    left = _delivery(conn)
+    assert left["state"] == "pending" and left["attempt_count"] == 0 and left["lease_token"] is not None
+    with conn.cursor() as cur:
+        cur.execute("SELECT count(*) FROM webhook_attempts")
+        assert cur.fetchone()["count"] == 0
+
+    receiver.force_status = 200
+    now = datetime.now(timezone.utc)
+    run_pass(settings, Clock(now))
+    assert len(receiver.requests) == 1, "still leased to the dead pass"
+    run_pass(settings, Clock(left["next_attempt_at"] + timedelta(seconds=1)))
+    assert len(receiver.requests) == 2
+    assert left["next_attempt_at"] - now < timedelta(hours=1)
+    assert receiver.requests[0]["headers"]["webhook-id"] == receiver.requests[1]["headers"]["webhook-id"]
+    done = _delivery(conn)
+    assert (done["state"], done["attempt_count"]) == ("succeeded", 1)
+
+
+def test_pass_dead_after_claiming_or_before_recording(conn, receiver, settings):
+    _one_event(conn, receiver, "/ok")
+    crashed = Dispatcher(settings, sender=settings.make_sender(resolver))
+    try:
+        crashed.render()
+        now = datetime.now(timezone.utc)
+        with crashed.conn:
+            (row,) = webhook_deliveries.claim_due(crashed.conn, now, now + settings.lease, "0" * 32, {}, 4, 10)
+        send_row(crashed.sender, row)  # sent, then the process "dies" before recording
+    finally:
+        crashed.executor.shutdown()
+        crashed.conn.close()
+        crashed.sender.close()
+    assert len(receiver.requests) == 1
+    run_pass(settings, Clock(now + settings.lease - timedelta(seconds=1)))
+    assert len(receiver.requests) == 1
+    run_pass(settings, Clock(now + settings.lease + timedelta(seconds=1)))
+    assert len(receiver.requests) == 2
+    assert _delivery(conn)["state"] == "succeeded"
+
+
+def test_two_passes_at_once_send_each_attempt_once(conn, database_url, receiver, ca_bundle):
+    org = make_org(conn, "acme")
+    add_endpoint(conn, org, receiver.url("/sleep/0.02", host="127.0.0.1"))
+    add_endpoint(conn, org, receiver.url("/ok", host="127.0.0.1"))
+    with conn.cursor() as cur:
+        cur.execute("INSERT INTO shipments (organization_id) SELECT %s FROM generate_series(1, 150)", (org,))
+        cur.execute("UPDATE shipments SET status = 'in_transit'")
+    with _pass_process(database_url, ca_bundle, "--seconds", "20") as first, \
+            _pass_process(database_url, ca_bundle, "--seconds", "20") as second:
+        for process in (first, second):
+            output = process.communicate(timeout=60)[0].decode()
+            assert process.returncode == 0, output
+    seen = Counter((r["path"], r["headers"]["webhook-id"]) for r in receiver.requests)
+    assert len(seen) == 300
+    assert set(seen.values()) == {1}
+    with conn.cursor() as cur:
+        cur.execute("SELECT state, attempt_count, count(*) FROM webhook_deliveries GROUP BY 1, 2")
+        assert cur.fetchall() == [{"state": "succeeded", "attempt_count": 1, "count": 300}]
+        cur.execute("SELECT count(*) FROM webhook_attempts")
+        assert cur.fetchone()["count"] == 300
