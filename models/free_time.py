@@ -35,9 +35,9 @@ def clocks(shipment, container_numbers, events, terms, now):
     """(demurrage, detention) clocks with private ordering keys; `terms` maps each kind to its Terms."""
     demurrage, detention = [], []
     if shipment["transport_type"] == "ocean":
-        for position, (number, own) in enumerate(_containers(container_numbers, events)):
-            demurrage.append(_demurrage(number, own, shipment, terms["demurrage"], now, position))
-            detention.append(_detention(number, own, shipment, terms["detention"], now, position))
+        for position, (number, track) in enumerate(_containers(container_numbers, events)):
+            demurrage.append(_demurrage(number, track, shipment, terms["demurrage"], now, position))
+            detention.append(_detention(number, track, shipment, terms["detention"], now, position))
     return demurrage, detention
 
 
@@ -69,6 +69,8 @@ def is_at_risk(clock):
 
 
 def _summary(shipment, demurrage, detention, terms):
+    public = {id(clock): _public(clock) for clock in demurrage + detention}
+    active = _active_clock(demurrage, detention)
     return {
         "object": "free_time_summary",
         "shipment_id": shipment["id"],
@@ -77,79 +79,104 @@ def _summary(shipment, demurrage, detention, terms):
         "at_risk": any(is_at_risk(clock) for clock in demurrage),
         # "Supplied by none of" the sources: neither kind has free days from anywhere.
         "terms_unknown": not terms["demurrage"].known and not terms["detention"].known,
-        "demurrage": [_public(clock) for clock in demurrage],
-        "detention": [_public(clock) for clock in detention],
-        "active_clock": _public(_active_clock(demurrage, detention)),
+        "demurrage": [public[id(clock)] for clock in demurrage],
+        "detention": [public[id(clock)] for clock in detention],
+        "active_clock": None if active is None else public[id(active)],
     }
 
 
 def _containers(container_numbers, events):
-    """(number, events that concern it) for each container with clock milestones, in shipment order."""
-    numbers = [compact_number(n) for n in container_numbers if n]
-    numbers += sorted({compact_number(e["container_number"]) for e in events if e["container_number"]}
-                      - set(numbers))
+    """(number, Track) for each container with clock milestones, in shipment order."""
+    shared, own = [], {}
+    for event in events:
+        number = compact_number(event["container_number"])
+        # Shipment-wide events (no container number) concern every container.
+        (shared if number is None else own.setdefault(number, [])).append(event)
+    numbers = [compact_number(number) for number in container_numbers if number]
+    numbers += sorted(set(own) - set(numbers))
     result = []
     for number in dict.fromkeys(numbers):
-        # Shipment-wide events (no container number) concern every container.
-        own = [e for e in events if compact_number(e["container_number"]) in (number, None)]
-        if any(e["milestone"] in CLOCK_MILESTONES for e in own):
-            result.append((number, own))
+        concerned = own.get(number, []) + shared
+        if any(event["milestone"] in CLOCK_MILESTONES for event in concerned):
+            result.append((number, Track(concerned)))
     return result
 
 
-def _actual(events, milestones):
-    return [e for e in events if e["actual"] and e["milestone"] in milestones]
+def _at(event):
+    return event["occurred_at"]
 
 
-def _timed(events, after=None):
-    return sorted((e for e in events if e["occurred_at"] is not None
-                   and (after is None or e["occurred_at"] >= after["occurred_at"])),
-                  key=lambda e: e["occurred_at"])
+class Track:
+    """The actual events concerning one container: timed ones by milestone in time order, untimed milestones."""
+
+    __slots__ = ("timed", "untimed")
+
+    def __init__(self, events):
+        self.timed, self.untimed = {}, set()
+        for event in events:
+            if not event["actual"]:
+                continue
+            if event["occurred_at"] is None:
+                self.untimed.add(event["milestone"])
+            else:
+                self.timed.setdefault(event["milestone"], []).append(event)
+        for timed in self.timed.values():
+            timed.sort(key=_at)
+
+    def last(self, milestone):
+        """The latest timed event of `milestone`, or None."""
+        timed = self.timed.get(milestone)
+        return timed[-1] if timed else None
+
+    def first(self, milestone, after=None):
+        """The earliest timed event of `milestone` at or after the event `after`, or None."""
+        for event in self.timed.get(milestone, ()):
+            if after is None or event["occurred_at"] >= after["occurred_at"]:
+                return event
+        return None
+
+    def seen(self, milestones, since=None):
+        """Whether any of `milestones` happened at or after the event `since`, or at an unknown time."""
+        if self.untimed & milestones:
+            return True
+        # Each list is in time order, so its last event is the one that may fall after `since`.
+        return any(since is None or self.timed[milestone][-1]["occurred_at"] >= since["occurred_at"]
+                   for milestone in milestones & self.timed.keys())
 
 
-def _since(events, start):
-    """Events at or after `start`, or without a time (they cannot be placed before it)."""
-    return [e for e in events if e["occurred_at"] is None or e["occurred_at"] >= start["occurred_at"]]
-
-
-def _demurrage(number, events, shipment, terms, now, position):
+def _demurrage(number, track, shipment, terms, now, position):
     """Demurrage: from the latest actual discharge to the first actual gate-out after it."""
-    discharges = _actual(events, {"discharged"})
-    timed = _timed(discharges)
-    start = timed[-1] if timed else None
+    in_warehouse = shipment["status"] == "in_warehouse"
+    start = track.last("discharged")
     if start is None:
-        left = _actual(events, LEFT_TERMINAL) or shipment["status"] == "in_warehouse"
-        state = GIVEN_UP if discharges or left else NOT_STARTED
-        return _clock("demurrage", number, state, None, None, shipment, terms, now, position)
-    stops = _timed(_actual(events, {"gate_out"}), after=start)
-    if stops:
-        return _clock("demurrage", number, STOPPED, start, stops[0], shipment, terms, now, position)
-    lost = _since(_actual(events, LEFT_TERMINAL | {"untracked"}), start)
-    if lost or shipment["status"] == "in_warehouse":
-        return _clock("demurrage", number, GIVEN_UP, start, None, shipment, terms, now, position)
-    return _clock("demurrage", number, RUNNING, start, None, shipment, terms, now, position)
+        lost = "discharged" in track.untimed or track.seen(LEFT_TERMINAL) or in_warehouse
+        return _clock("demurrage", number, GIVEN_UP if lost else NOT_STARTED, None, None,
+                      shipment, terms, now, position)
+    stop = track.first("gate_out", start)
+    if stop is not None:
+        return _clock("demurrage", number, STOPPED, start, stop, shipment, terms, now, position)
+    lost = track.seen(LEFT_TERMINAL | {"untracked"}, start) or in_warehouse
+    return _clock("demurrage", number, GIVEN_UP if lost else RUNNING, start, None, shipment, terms, now, position)
 
 
-def _detention(number, events, shipment, terms, now, position):
+def _detention(number, track, shipment, terms, now, position):
     """Detention: from the first actual gate-out after discharge to the first actual empty return after it."""
-    timed_discharges = _timed(_actual(events, {"discharged"}))
-    after = timed_discharges[-1] if timed_discharges else None
-    starts = _timed(_actual(events, {"gate_out"}), after=after)
-    if not starts:
+    discharge = track.last("discharged")
+    start = track.first("gate_out", discharge)
+    if start is None:
         # Once discharged, an end of tracking means the gate-out will never be seen.
-        if after is None:
-            lost = _actual(events, LEFT_TERMINAL)
+        if discharge is None:
+            lost = track.seen(LEFT_TERMINAL)
         else:
-            lost = _since(_actual(events, LEFT_TERMINAL | {"untracked"}), after)
-        state = GIVEN_UP if lost or shipment["status"] == "in_warehouse" else NOT_STARTED
-        return _clock("detention", number, state, None, None, shipment, terms, now, position)
-    start = starts[0]
-    stops = _timed(_actual(events, {"empty_return"}), after=start)
-    if stops:
-        return _clock("detention", number, STOPPED, start, stops[0], shipment, terms, now, position)
-    if _since(_actual(events, {"empty_return", "untracked"}), start):
-        return _clock("detention", number, GIVEN_UP, start, None, shipment, terms, now, position)
-    return _clock("detention", number, RUNNING, start, None, shipment, terms, now, position)
+            lost = track.seen(LEFT_TERMINAL | {"untracked"}, discharge)
+        lost = lost or shipment["status"] == "in_warehouse"
+        return _clock("detention", number, GIVEN_UP if lost else NOT_STARTED, None, None,
+                      shipment, terms, now, position)
+    stop = track.first("empty_return", start)
+    if stop is not None:
+        return _clock("detention", number, STOPPED, start, stop, shipment, terms, now, position)
+    lost = track.seen({"empty_return", "untracked"}, start)
+    return _clock("detention", number, GIVEN_UP if lost else RUNNING, start, None, shipment, terms, now, position)
 
 
 def _clock(kind, number, state, start, stop, shipment, terms, now, position):
@@ -200,7 +227,6 @@ def _active_clock(demurrage, detention):
 
 
 def _public(clock):
-    if clock is None:
-        return None
-    return {key: value for key, value in clock.items() if not key.startswith("_")}
-
+    public = clock.copy()
+    del public["_today"], public["_position"]
+    return public

@@ -66,6 +66,8 @@ def is_free_day(day, basis):
 
 def last_free_day(started_on, free_days, basis):
     """The last day without charge; the start day is the first free day when it counts on the basis."""
+    if basis == CALENDAR:
+        return started_on + timedelta(days=free_days - 1)
     day = started_on - _ONE_DAY
     counted = 0
     while counted < free_days:
