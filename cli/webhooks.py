@@ -1,0 +1,243 @@
+"""`flask webhooks ...`: webhook endpoints as the application settings manage them (admins and owners)."""
+import uuid
+
+import click
+from flask import current_app
+from flask.cli import AppGroup
+
+from cli.common import print_table, require_id, require_member, require_organization, transaction
+from delivery import recording, signing, ssrf
+from delivery.render import Renderer
+from delivery.settings import Settings
+from delivery.worker import render_pending, send_row, utcnow
+from models import events, webhook_deliveries, webhooks
+
+webhooks_cli = AppGroup("webhooks", help="Webhook endpoints: add, list, secrets, enable/disable, test, resend.")
+
+MANAGERS = ("admin", "owner")
+_actor = click.option("--as", "actor", help="E-mail of the admin or owner doing this.")
+
+
+def _settings():
+    return Settings.from_config(current_app.config)
+
+
+def _check_url(url):
+    settings = _settings()
+    try:
+        ssrf.check_url(url, settings.service_domain, ssrf.allowed_networks(settings.allowed_networks))
+    except ssrf.RefusedUrl as refusal:
+        raise click.BadParameter(str(refusal), param_hint="--url") from None
+
+
+def _event_types(value):
+    types = list(dict.fromkeys(t.strip() for t in value.split(",") if t.strip()))
+    if not types:
+        raise click.BadParameter("choose at least one event type", param_hint="--events")
+    unknown = [t for t in types if t not in webhooks.EVENT_TYPES]
+    if unknown:
+        raise click.BadParameter(f"unknown event type {unknown[0]!r}; choose from {', '.join(webhooks.EVENT_TYPES)} "
+                                 f"(webhook.test is sent only by `webhooks test`)", param_hint="--events")
+    return types
+
+
+def _endpoint(conn, value, actor):
+    """The endpoint named `value` (whe_<n>), after checking the actor manages its organization."""
+    found = webhooks.get_endpoint(conn, require_id(value, "whe", "webhook endpoint"))
+    if found is None:
+        raise click.ClickException(f"no webhook endpoint {value}")
+    if actor:
+        require_member(conn, _organization(conn, found["organization_id"]), actor, MANAGERS)
+    return found
+
+
+def _organization(conn, organization_id):
+    with conn.cursor() as cur:
+        cur.execute("SELECT id, slug FROM organizations WHERE id = %(id)s", {"id": organization_id})
+        return cur.fetchone()
+
+
+@webhooks_cli.command("add")
+@click.option("--org", "slug", required=True)
+@click.option("--url", required=True, help="HTTPS URL of the receiver; must be publicly reachable.")
+@click.option("--events", "types", required=True, help="Comma-separated: " + ", ".join(webhooks.EVENT_TYPES))
+@click.option("--description", help="Free text shown in the list.")
+@_actor
+def add(slug, url, types, description, actor):
+    """Add an endpoint; prints its id and signing secret."""
+    chosen = _event_types(types)
+    _check_url(url)
+    with transaction() as conn:
+        org = require_organization(conn, slug)
+        if actor:
+            require_member(conn, org, actor, MANAGERS)
+        try:
+            row = webhooks.create_endpoint(conn, org["id"], url, chosen, description, signing.new_secret())
+        except webhooks.EndpointLimitReached as error:
+            raise click.ClickException(str(error)) from None
+    click.echo(f"whe_{row['id']} {row['secret']}")
+
+
+@webhooks_cli.command("list")
+@click.option("--org", "slug", required=True)
+@_actor
+def list_(slug, actor):
+    """List an organization's endpoints (never their secrets)."""
+    with transaction() as conn:
+        org = require_organization(conn, slug)
+        if actor:
+            require_member(conn, org, actor, MANAGERS)
+        rows = webhooks.list_endpoints(conn, org["id"])
+    for row in rows:
+        row["id"] = f"whe_{row['id']}"
+        row["events"] = ",".join(row["event_types"])
+        row["state"] = "enabled" if row["enabled"] else "disabled"
+    print_table(rows, ["id", "url", "events", "state", "waiting", "failing_since", "disabled_reason", "description"])
+
+
+@webhooks_cli.command("reveal-secret")
+@click.argument("endpoint_id")
+@_actor
+def reveal_secret(endpoint_id, actor):
+    """Print an endpoint's signing secret."""
+    with transaction() as conn:
+        click.echo(_endpoint(conn, endpoint_id, actor)["secret"])
+
+
+@webhooks_cli.command("roll-secret")
+@click.argument("endpoint_id")
+@_actor
+def roll_secret(endpoint_id, actor):
+    """Replace the signing secret (the old one stops working at once); prints the new one."""
+    secret = signing.new_secret()
+    with transaction() as conn:
+        webhooks.set_secret(conn, _endpoint(conn, endpoint_id, actor)["id"], secret)
+    click.echo(secret)
+
+
+@webhooks_cli.command("enable")
+@click.argument("endpoint_id")
+@_actor
+def enable(endpoint_id, actor):
+    """Enable an endpoint (after a fix); its failure count starts afresh."""
+    with transaction() as conn:
+        webhooks.enable_endpoint(conn, _endpoint(conn, endpoint_id, actor)["id"])
+    click.echo(f"{endpoint_id} enabled")
+
+
+@webhooks_cli.command("disable")
+@click.argument("endpoint_id")
+@_actor
+def disable(endpoint_id, actor):
+    """Disable an endpoint: it receives nothing, and its waiting deliveries are dropped."""
+    with transaction() as conn:
+        found = _endpoint(conn, endpoint_id, actor)
+        now = utcnow()
+        dropped = webhooks.disable_endpoint(conn, found["id"], now, f"disabled by {actor or 'an operator'}",
+                                            notified_at=now)
+    click.echo(f"{endpoint_id} disabled; {dropped} waiting deliveries dropped")
+
+
+@webhooks_cli.command("remove")
+@click.argument("endpoint_id")
+@_actor
+def remove(endpoint_id, actor):
+    """Delete an endpoint with its deliveries and attempt log."""
+    with transaction() as conn:
+        webhooks.remove_endpoint(conn, _endpoint(conn, endpoint_id, actor)["id"])
+    click.echo(f"{endpoint_id} removed")
+
+
+def _send_now(claimed):
+    """Send deliveries created already leased to us, record them, and report; False when one failed."""
+    settings = _settings()
+    sender = settings.make_sender()
+    try:
+        results = [send_row(sender, row) for row in claimed]
+    finally:
+        sender.close()
+    with transaction() as conn:
+        recording.record(conn, results)
+    for result in results:
+        outcome, row = result.outcome, result.row
+        verdict = ("delivered" if outcome.succeeded else f"failed ({outcome.error})")
+        retry = "" if outcome.succeeded or row["reason"] == "test" else "; retried on the usual schedule"
+        click.echo(f"msg_{row['event_id']} -> whe_{row['endpoint_id']}: {verdict}, "
+                   f"HTTP {outcome.status_code or '-'} in {outcome.duration_ms} ms{retry}")
+    return all(result.outcome.succeeded for result in results)
+
+
+@webhooks_cli.command("test")
+@click.argument("endpoint_id")
+@_actor
+def test(endpoint_id, actor):
+    """Send one webhook.test event now (never retried, never counted toward disabling)."""
+    lease_until = utcnow() + _settings().lease
+    with transaction() as conn:
+        found = _endpoint(conn, endpoint_id, actor)
+        event = events.create_test_event(conn, found["organization_id"], found["id"])
+        org = _organization(conn, found["organization_id"])
+        with conn.cursor() as cur:
+            cur.execute("SELECT api_version FROM organizations WHERE id = %(id)s", {"id": org["id"]})
+            version = cur.fetchone()["api_version"]
+        body, version = Renderer(conn).render({
+            **event, "organization_id": org["id"], "type": "webhook.test", "endpoint_id": found["id"],
+            "previous_attributes": None, "data_extra": {}, "organization_version": version})
+        events.store_rendered(conn, [(event["id"], body, version)], utcnow())
+        claimed = webhook_deliveries.create_claimed(conn, event["id"], found["id"], "test", 1, lease_until,
+                                                    str(uuid.uuid4()))
+    if not _send_now([claimed]):
+        raise click.ClickException("the test event was not delivered")
+
+
+@webhooks_cli.command("resend")
+@click.argument("event_id")
+@click.option("--endpoint", "endpoint_id", help="Only this endpoint (whe_<n>); default: every subscribed one.")
+@_actor
+def resend(event_id, endpoint_id, actor):
+    """Send an event again (same id, fresh timestamp); failures retry on the usual schedule."""
+    number = require_id(event_id, "msg", "event")
+    lease_until = utcnow() + _settings().lease
+    with transaction() as conn:
+        event = events.get_event(conn, number)
+        if event is not None and event["state"] == "pending":
+            render_pending(conn, utcnow(), event_ids=[number])
+            event = events.get_event(conn, number)
+        if event is None or event["type"] == "webhook.test":
+            raise click.ClickException(f"no event {event_id} to resend")
+        if actor:
+            require_member(conn, _organization(conn, event["organization_id"]), actor, MANAGERS)
+        if event["state"] != "rendered":
+            raise click.ClickException(f"{event_id} is about a shipment that can no longer be shown; nothing to send")
+        if endpoint_id:
+            target = _endpoint(conn, endpoint_id, None)
+            if target["organization_id"] != event["organization_id"]:
+                raise click.ClickException(f"{endpoint_id} belongs to another organization than {event_id}")
+            if not target["enabled"]:
+                raise click.ClickException(f"{endpoint_id} is disabled; enable it first")
+            targets = [target["id"]]
+        else:
+            targets = events.subscribed_endpoints(conn, event["organization_id"], event["type"])
+        if not targets:
+            raise click.ClickException(f"no enabled endpoint receives {event['type']}")
+        claimed = [webhook_deliveries.create_claimed(conn, number, target, "resend", 8, lease_until,
+                                                     str(uuid.uuid4())) for target in targets]
+    if not _send_now(claimed):
+        raise click.ClickException("not every endpoint accepted the event")
+
+
+@webhooks_cli.command("attempts")
+@click.argument("endpoint_id")
+@click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
+@_actor
+def attempts(endpoint_id, limit, actor):
+    """An endpoint's attempt log, newest first."""
+    with transaction() as conn:
+        rows = webhooks.list_attempts(conn, _endpoint(conn, endpoint_id, actor)["id"], limit)
+    for row in rows:
+        row["event"] = f"msg_{row['event_id']}"
+        row["status"] = "succeeded" if row["succeeded"] else "failed"
+        row["next_attempt"] = row["next_attempt_at"] if row["delivery_state"] == "pending" else None
+        row["reply"] = (row["response_body"] or "")[:60].replace("\n", " ")
+    print_table(rows, ["attempted_at", "event", "type", "attempt", "reason", "status", "status_code",
+                       "duration_ms", "address", "error", "next_attempt", "reply"])
