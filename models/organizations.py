@@ -60,7 +60,11 @@ def remove_member(conn, organization_id, user_id):
         cur.execute("UPDATE memberships SET removed_at = coalesce(removed_at, now()) "
                     "WHERE organization_id = %(org)s AND user_id = %(user)s RETURNING id, removed_at",
                     {"org": organization_id, "user": user_id})
-        return cur.fetchone()
+        removed = cur.fetchone()
+        # Revoked, not just suspended: re-adding the person later must not bring old tokens back.
+        cur.execute("UPDATE tokens SET revoked_at = now() WHERE organization_id = %(org)s "
+                    "AND user_id = %(user)s AND revoked_at IS NULL", {"org": organization_id, "user": user_id})
+        return removed
 
 
 def get_membership(conn, organization_id, email):
