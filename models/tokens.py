@@ -48,11 +48,13 @@ def authenticate(conn, token):
 
 # create_token: lock the organization row so two creations cannot both pass the limit.
 _LOCK_ORG_SQL = "SELECT id FROM organizations WHERE id = %(organization_id)s FOR UPDATE"
-# count of active tokens (expired and revoked ones do not count).
+# count of active tokens (expired and revoked ones, and those of removed members, do not count).
 _ACTIVE_COUNT_SQL = """
-SELECT count(*) AS active FROM tokens
- WHERE organization_id = %(organization_id)s AND revoked_at IS NULL
-   AND (expires_at IS NULL OR expires_at > now())
+SELECT count(*) AS active FROM tokens t
+  JOIN memberships m ON m.organization_id = t.organization_id AND m.user_id = t.user_id
+ WHERE t.organization_id = %(organization_id)s AND t.revoked_at IS NULL
+   AND (t.expires_at IS NULL OR t.expires_at > now())
+   AND m.removed_at IS NULL
 """
 _INSERT_SQL = """
 INSERT INTO tokens (organization_id, user_id, name, fingerprint, expires_at)
