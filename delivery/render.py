@@ -5,9 +5,11 @@ from flask.json.provider import DefaultJSONProvider
 
 from api import versions
 from api.ids import format_id
+from api.schemas.alerts import MonitoringAlertSchema
+from api.schemas.compiled import dumper
 from api.schemas.fields import UtcDateTime
 from api.schemas.shipments import ShipmentSchema
-from models import shipments
+from models import alerts, shipments
 
 EVENT_PREFIX = "msg"        # `evt_` names tracking events; webhook events are msg_<n>
 ENDPOINT_PREFIX = "whe"
@@ -33,19 +35,16 @@ class Renderer:
         key = (organization_id, shipment_id)
         if key not in self._shipments:
             found = shipments.get_shipment(self.conn, organization_id, shipment_id)
-            self._shipments[key] = None if found is None else ShipmentSchema().dump(found)
+            self._shipments[key] = None if found is None else dumper(ShipmentSchema)(found)
         dumped = self._shipments[key]
         return None if dumped is None else versions.shape("shipment", dumped, version)
 
     def alert(self, organization_id, alert_id, version):
         """The alert as GET /alerts lists it at `version`, or None."""
-        from api.schemas.alerts import MonitoringAlertSchema
-        from models.alerts import get_alert
-
-        found = get_alert(self.conn, organization_id, alert_id)
+        found = alerts.get_alert(self.conn, organization_id, alert_id)
         if found is None:
             return None
-        return versions.shape("monitoring_alert", MonitoringAlertSchema().dump(found), version)
+        return versions.shape("monitoring_alert", dumper(MonitoringAlertSchema)(found), version)
 
     def data_object(self, event, version):
         """data.object of an event, or None when its subject may not be sent."""
@@ -73,8 +72,8 @@ class Renderer:
 
 def envelope(event_id, event_type, created_at, version, data):
     """The event body's top level."""
-    return {"id": format_id(EVENT_PREFIX, event_id), "type": event_type, "created_at": _timestamp(created_at, None, None),
-            "api_version": version, "data": data}
+    return {"id": format_id(EVENT_PREFIX, event_id), "type": event_type,
+            "created_at": _timestamp(created_at, None, None), "api_version": version, "data": data}
 
 
 def test_object(endpoint_id):

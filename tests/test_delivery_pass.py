@@ -116,3 +116,58 @@ def test_shipment_hidden_before_rendering_is_skipped(conn, receiver, settings):
     with conn.cursor() as cur:
         cur.execute("SELECT state FROM events")
         assert cur.fetchone()["state"] == "skipped"
+
+
+def test_alert_created_as_get_alerts_lists_it(conn, client, receiver, settings):
+    org = make_org(conn, "acme")
+    sid = make_shipment(conn, org)
+    add_endpoint(conn, org, receiver.url("/ok"), ["alert.created"])
+    with conn.cursor() as cur:
+        cur.execute("INSERT INTO alert_kinds (key, \"group\", customer_visible) "
+                    "VALUES ('eta_drift', 'schedule', true), ('ops_note', 'internal', false)")
+        cur.execute("INSERT INTO alerts (organization_id, shipment_id, key, title, summary) VALUES "
+                    "(%(o)s, %(s)s, 'eta_drift', 'ETA drift', 'Moved 2 days'), (%(o)s, %(s)s, 'ops_note', 'x', '')",
+                    {"o": org, "s": sid})
+    run_pass(settings)
+    (body,) = event_bodies(receiver)
+    assert body["type"] == "alert.created" and body["data"]["previous_attributes"] is None
+    listed = client.get("/alerts", headers=auth(make_token(conn, org))).json["data"]
+    assert body["data"]["object"] == listed[0]
+    assert body["data"]["object"]["object"] == "monitoring_alert"
+
+
+def test_checks_completed_carries_the_run(conn, client, receiver, settings):
+    org = make_org(conn, "acme")
+    sid = make_shipment(conn, org)
+    add_endpoint(conn, org, receiver.url("/ok"), ["shipment.checks_completed"])
+    with conn.cursor() as cur:
+        cur.execute("INSERT INTO check_runs (organization_id, shipment_id) VALUES (%s, %s) RETURNING id", (org, sid))
+        run = cur.fetchone()["id"]
+        cur.execute("INSERT INTO checks (organization_id, shipment_id, check_run_id, key, category, status, title) "
+                    "VALUES (%(o)s, %(s)s, %(r)s, 'has_commercial_invoice', 'documents', 'passed', 't'), "
+                    "(%(o)s, %(s)s, %(r)s, 'net_weight_matches', 'cargo', 'failed', 't')",
+                    {"o": org, "s": sid, "r": run})
+        cur.execute("UPDATE check_runs SET finished_at = now() WHERE id = %s", (run,))
+    run_pass(settings)
+    (body,) = event_bodies(receiver)
+    assert body["type"] == "shipment.checks_completed"
+    assert list(body["data"]) == ["object", "previous_attributes", "checks"]
+    assert body["data"]["checks"] == {
+        "summary": {"total": 2, "passed": 1, "failed": 1, "warnings": 0, "skipped": 0, "pending": 0},
+        "results": [{"check_type": "documents", "key": "has_commercial_invoice", "status": "passed"},
+                    {"check_type": "cargo", "key": "net_weight_matches", "status": "failed"}]}
+    api = client.get(f"/shipments/shp_{sid}", headers=auth(make_token(conn, org))).json
+    assert body["data"]["object"] == api and api["checks"]["failed"] == 1
+
+
+def test_eta_changed_previous_attributes(conn, receiver, settings):
+    org = make_org(conn, "acme")
+    sid = make_shipment(conn, org, eta="2026-11-01T10:00:00Z")
+    add_endpoint(conn, org, receiver.url("/ok"), ["shipment.eta_changed"])
+    with conn.cursor() as cur:
+        cur.execute("UPDATE shipments SET eta = '2026-11-04T06:00:00Z', status = 'in_transit' WHERE id = %s", (sid,))
+    run_pass(settings)
+    (body,) = event_bodies(receiver)
+    assert body["type"] == "shipment.eta_changed"
+    assert body["data"]["previous_attributes"] == {"eta": "2026-11-01T10:00:00Z"}
+    assert body["data"]["object"]["eta"] == "2026-11-04T06:00:00Z"
