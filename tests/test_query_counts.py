@@ -1,0 +1,62 @@
+"""One database round trip per kind of data: a page of 100 costs the same statements as a page of 1."""
+import pytest
+
+from models import rate_limits
+from tests.factories import auth, insert, make_container, make_label, make_org, make_shipment, make_token
+
+
+@pytest.fixture(autouse=True)
+def no_random_pruning(monkeypatch):
+    # The rate-limit table is pruned on a random 0.5% of requests; keep the count deterministic.
+    monkeypatch.setattr(rate_limits.random, "random", lambda: 1.0)
+
+
+def full_shipment(conn, labels):
+    shipment = make_shipment(conn, 1, draft_produce=["Kiwi"])
+    for _ in range(2):
+        make_container(conn, shipment, eta="2026-04-01T00:00:00Z")
+    for label in labels:
+        with conn.cursor() as cur:
+            cur.execute("INSERT INTO shipment_labels (shipment_id, label_id) VALUES (%s, %s)", (shipment, label))
+    packing_list = insert(conn, "packing_lists", organization_id=1, shipment_id=shipment)
+    pallet = insert(conn, "pallets", shipment_id=shipment, packing_list_id=packing_list, pallet_number="P")
+    insert(conn, "packing_lines", pallet_id=pallet, shipment_id=shipment, line_index=1, produce_name="Kiwi")
+    insert(conn, "checks", organization_id=1, shipment_id=shipment, key="k", category="c", title="t")
+    return shipment
+
+
+def statements(app, client, token, path):
+    recorder = app.config["STATEMENT_RECORDER"]
+    recorder.clear()
+    response = client.get(path, headers=auth(token))
+    assert response.status_code == 200
+    assert len(recorder) == 1
+    return recorder[0], response.json
+
+
+@pytest.mark.parametrize("query", ["limit=100", "limit=100&q=kiwi", "limit=100&labels=lbl_1,lbl_2&status=draft",
+                                   "limit=100&eta_after=2026-01-01&archived=any"])
+def test_listing_1_or_100_shipments_costs_the_same(conn, app, client, query):
+    token = make_token(conn, make_org(conn, "acme"))
+    labels = [make_label(conn, 1, "red"), make_label(conn, 1, "blue")]
+    full_shipment(conn, labels)
+    client.get("/organization", headers=auth(token))       # the version pin is a one-off statement
+    one, body = statements(app, client, token, f"/shipments?{query}")
+    assert len(body["data"]) == 1
+    for _ in range(99):
+        full_shipment(conn, labels)
+    hundred, body = statements(app, client, token, f"/shipments?{query}")
+    assert len(body["data"]) == 100
+    assert all(len(item["containers"]) == 2 and len(item["labels"]) == 2 for item in body["data"])
+    assert hundred == one
+    # token, rate limit, page, containers, labels (and the alias lookup when searching)
+    assert one == (6 if "q=" in query else 5)
+
+
+def test_get_shipment_costs_a_constant_handful(conn, app, client):
+    token = make_token(conn, make_org(conn, "acme"))
+    labels = [make_label(conn, 1, "red"), make_label(conn, 1, "blue")]
+    shipment = full_shipment(conn, labels)
+    client.get("/organization", headers=auth(token))
+    count, _body = statements(app, client, token, f"/shipments/shp_{shipment}")
+    assert count == 5
