@@ -14,6 +14,7 @@ from api.schemas.common import ErrorSchema, list_schema
 from api.schemas.organization import OrganizationSchema
 from api.schemas.queries import ShipmentListQuerySchema
 from api.schemas.shipments import ShipmentSchema
+from delivery import openapi as webhook_entries
 
 bp = Blueprint("openapi", __name__)
 
@@ -37,7 +38,8 @@ EXTRA_OPERATIONS += (alerts.OPERATIONS + checks.OPERATIONS + documents.OPERATION
 EXTRA_OPERATIONS += free_time.OPERATIONS
 RAW_PATHS = []
 RAW_PATHS.append(documents.RAW_PATH)
-WEBHOOKS = {}
+# OpenAPI 3.1 `webhooks`: one entry per event type (built in delivery/openapi.py).
+WEBHOOKS = dict(webhook_entries.WEBHOOKS)
 
 ERROR_RESPONSES = {
     "400": "A parameter or header is invalid (`invalid_parameter`), or Service-Version names an "
