@@ -116,13 +116,17 @@ def _facts(rows):
         yield row, row["numbers"], events, terms
 
 
+def load_facts(conn, organization_id, ids):
+    """The engine's inputs (shipment, container numbers, events, terms by kind) for the visible ones of `ids`."""
+    with conn.cursor() as cur:
+        cur.execute(FACTS_SQL, {"organization_id": organization_id, "ids": list(ids),
+                                "milestones": EVENT_MILESTONES})
+        return list(_facts(cur.fetchall()))
+
+
 def get_free_time(conn, organization_id, shipment_id, now=None):
     """The FreeTimeSummary of one visible shipment, or None."""
-    with conn.cursor() as cur:
-        cur.execute(FACTS_SQL, {"organization_id": organization_id, "ids": [shipment_id],
-                                "milestones": EVENT_MILESTONES})
-        rows = cur.fetchall()
-    for facts in _facts(rows):
+    for facts in load_facts(conn, organization_id, [shipment_id]):
         return free_time.summarize(*facts, now or _utc_now())
     return None
 

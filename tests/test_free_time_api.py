@@ -198,3 +198,46 @@ def test_dates_are_days(conn, client, org):
     shipment_id = ocean(conn, org["id"], "S-1", discharged_days_ago=2)
     body = client.get(f"/shipments/shp_{shipment_id}/free_time", headers=auth(org["token"])).json
     assert date.fromisoformat(body["active_clock"]["started_on"]) == TODAY - timedelta(days=2)
+
+
+def test_at_risk_prefilter_never_drops_what_the_engine_lists(conn, org):
+    """Over a week of 'today's, the SQL prefilter keeps every shipment the engine finds at risk."""
+    from models import free_time, free_time_queries
+
+    base = datetime(2026, 3, 2, 9, 30, tzinfo=timezone.utc)  # a Monday
+    ids = []
+    for days_ago in range(0, 16):
+        for free_days in (0, 1, 3, 5, 8):
+            for basis, offset in (("calendar", -600), ("working", 0), ("working", 600)):
+                shipment_id = make_shipment(conn, org["id"], transport_type="ocean", status="arrived",
+                                            carrier_name="MSC", demurrage_free_days=free_days,
+                                            free_days_basis=basis)
+                insert(conn, "tracking_events", shipment_id=shipment_id, milestone="discharged",
+                       occurred_at=base - timedelta(days=days_ago, hours=8), occurred_at_offset_minutes=offset,
+                       container_number=BOX)
+                ids.append(shipment_id)
+    for weekday in range(7):
+        now = base + timedelta(days=weekday)
+        listed = [item["shipment_id"] for item in free_time_queries.list_at_risk(conn, org["id"], now=now)]
+        expected = [facts[0]["id"] for facts in free_time_queries.load_facts(conn, org["id"], ids)
+                    if free_time.summarize(*facts, now)["at_risk"]]
+        assert sorted(listed) == sorted(expected)
+        assert 0 < len(expected) < len(ids)
+
+
+@pytest.mark.parametrize("gate_out_container, listed", [
+    (BOX, False), ("mscu 123-4567", False), (None, False), (BOX2, True)])
+def test_at_risk_gate_out_of_the_same_container_stops_demurrage(conn, client, org, gate_out_container, listed):
+    shipment_id = ocean(conn, org["id"], "S-1", discharged_days_ago=9)
+    event(conn, shipment_id, "gate_out", 1, container=gate_out_container)
+    data = client.get("/free_time/at_risk", headers=auth(org["token"])).json["data"]
+    assert [item["shipment_id"] for item in data] == ([f"shp_{shipment_id}"] if listed else [])
+
+
+def test_at_risk_shipment_wide_discharge_and_notice_terms(conn, client, org):
+    shipment_id = ocean(conn, org["id"], "S-1", carrier_name="Unknown Lines")
+    event(conn, shipment_id, "discharged", 2, container=None)
+    insert(conn, "arrival_notices", shipment_id=shipment_id, demurrage_free_days=4)
+    data = client.get("/free_time/at_risk", headers=auth(org["token"])).json["data"]
+    assert [(item["shipment_id"], item["active_clock"]["free_days_source"], item["active_clock"]["days_left"])
+            for item in data] == [(f"shp_{shipment_id}", "arrival_notice", 1)]
