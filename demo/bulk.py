@@ -1,0 +1,169 @@
+"""Bulk loading: rows carry batch-local ids, blocks of real ids come from the sequences, COPY writes them.
+
+A row's own id and its references to rows of the same batch are local numbers (0, 1, ...);
+at load time each table reserves one block of ids with a single statement and the local
+numbers are shifted by the block's start, so children reference parents without a round trip.
+"""
+import io
+import json
+from datetime import date, datetime
+from decimal import Decimal
+
+from psycopg2 import sql
+
+
+class Table:
+    """A table the generator fills: its columns and which of them reference rows of the batch."""
+
+    def __init__(self, name, columns, refs=(), own_id=True):
+        self.name = name
+        self.own_id = own_id
+        self.columns = (("id",) if own_id else ()) + tuple(columns.split())
+        self.refs = dict(refs)
+        self.ref_positions = [(self.columns.index(column), target) for column, target in self.refs.items()]
+
+
+# In load order: parents before children.
+TABLES = [Table(*spec) for spec in (
+    ("shipments", """organization_id reference erp_reference transport_reference transport_type cargo_type
+        temperature_celsius status awaiting_approval owned_elsewhere archived archived_at validated_at approved_at
+        origin_location origin_country origin_timezone destination_location destination_country
+        destination_timezone etd eta original_eta predicted_eta carrier_name carrier_scac tracking_state
+        tracking_status unavailable_reason halted_reason last_tracked_at carrier_updated_at consignor consignee
+        notify_party draft_produce notes load_type house_bl forwarder_reference forwarder_eta
+        demurrage_free_days detention_free_days free_days_basis created_at updated_at"""),
+    ("shipment_labels", "shipment_id label_id", {"shipment_id": "shipments"}, False),
+    ("containers", """organization_id shipment_id number seal_number vessel voyage port_of_loading
+        port_of_discharge etd eta cargo_type temperature_celsius created_at""", {"shipment_id": "shipments"}),
+    ("shipment_legs", """shipment_id position transport_type carrier transport_reference origin_location
+        origin_country origin_timezone destination_location destination_country destination_timezone etd eta""",
+     {"shipment_id": "shipments"}),
+    ("tracking_events", """shipment_id milestone actual occurred_at occurred_at_offset_minutes container_number
+        leg_index location_name location_code location_country_code vessel_name vessel_imo vessel_voyage
+        flight_number latitude longitude created_at""", {"shipment_id": "shipments"}),
+    ("eta_revisions", "shipment_id observed_at previous_eta new_eta first_estimate backfilled",
+     {"shipment_id": "shipments"}),
+    ("documents", """organization_id shipment_id type filename content_type byte_size source parse_status
+        page_range record_kind replaced_by_id storage_key scan_state created_at updated_at""",
+     {"shipment_id": "shipments", "replaced_by_id": "documents"}),
+    ("document_data", "document_id schema fields extracted_at", {"document_id": "documents"}, False),
+    ("arrival_notices", """shipment_id document_id received_at demurrage_free_days detention_free_days
+        free_days_basis""", {"shipment_id": "shipments", "document_id": "documents"}),
+    ("packing_lists", """organization_id shipment_id document_id container_id reference declared_box_count
+        declared_net_weight_kg is_current created_at""",
+     {"shipment_id": "shipments", "document_id": "documents", "container_id": "containers"}),
+    ("pallets", "shipment_id packing_list_id container_id pallet_number",
+     {"shipment_id": "shipments", "packing_list_id": "packing_lists", "container_id": "containers"}),
+    ("packing_lines", """pallet_id shipment_id line_index produce_name produce_type variety calibre
+        quality_category pack_format label ggn organic box_count box_weight_kg net_weight_kg gross_weight_kg""",
+     {"pallet_id": "pallets", "shipment_id": "shipments"}),
+    ("check_runs", "organization_id shipment_id started_at finished_at", {"shipment_id": "shipments"}),
+    ("checks", """organization_id shipment_id check_run_id key category status title message ran_at""",
+     {"shipment_id": "shipments", "check_run_id": "check_runs"}),
+    ("alerts", """organization_id shipment_id key severity title summary since first_detected_at
+        last_detected_at resolved_at""", {"shipment_id": "shipments"}),
+)]
+TABLES_BY_NAME = {t.name: t for t in TABLES}
+
+
+class Batch:
+    """Rows of many tables waiting to be loaded together."""
+
+    def __init__(self):
+        self.rows = {t.name: [] for t in TABLES}
+
+    def add(self, table, **values):
+        """Queue a row; returns its local id (meaningless for tables without an id)."""
+        spec = TABLES_BY_NAME[table]
+        rows = self.rows[table]
+        local = len(rows)
+        if spec.own_id:
+            values["id"] = local
+        rows.append(tuple(values.get(c) for c in spec.columns))
+        return local
+
+    def update(self, table, local, **changes):
+        """Change columns of a queued row."""
+        columns = TABLES_BY_NAME[table].columns
+        row = list(self.rows[table][local])
+        for name, value in changes.items():
+            row[columns.index(name)] = value
+        self.rows[table][local] = tuple(row)
+
+    def count(self, table):
+        """Number of queued rows of a table."""
+        return len(self.rows[table])
+
+
+# Reserve n ids at once: the sequence jumps by n and the block is [last - n + 1, last].
+RESERVE_IDS = "SELECT setval(pg_get_serial_sequence(%(table)s, 'id'), nextval(pg_get_serial_sequence(%(table)s, 'id')) + %(n)s - 1) AS last"
+
+
+def reserve_ids(conn, table, n):
+    """The first id of a block of n ids reserved from the table's sequence."""
+    with conn.cursor() as cur:
+        cur.execute(RESERVE_IDS, {"table": table, "n": n})
+        return cur.fetchone()["last"] - n + 1
+
+
+def load(conn, batch, after_table=None):
+    """Reserve ids for every table of the batch and COPY its rows; returns each table's first id.
+
+    `after_table(name, bases)` runs right after a table is loaded (the seed uses it to replace
+    the ETA revisions the shipments trigger wrote with the planned histories).
+    """
+    bases = {t.name: reserve_ids(conn, t.name, batch.count(t.name))
+             for t in TABLES if t.own_id and batch.count(t.name)}
+    for spec in TABLES:
+        rows = batch.rows[spec.name]
+        if rows:
+            _copy(conn, spec, rows, bases)
+        if after_table:
+            after_table(spec.name, bases)
+    return bases
+
+
+def _copy(conn, spec, rows, bases):
+    shifts = [(position, bases[target]) for position, target in spec.ref_positions]
+    if spec.own_id:
+        shifts.append((0, bases[spec.name]))
+    buffer = io.StringIO()
+    write = buffer.write
+    for row in rows:
+        if shifts:
+            row = list(row)
+            for position, base in shifts:
+                if row[position] is not None:
+                    row[position] += base
+        write("\t".join([_text(v) for v in row]))
+        write("\n")
+    buffer.seek(0)
+    statement = sql.SQL("COPY {} ({}) FROM STDIN").format(
+        sql.Identifier(spec.name), sql.SQL(", ").join(map(sql.Identifier, spec.columns)))
+    with conn.cursor() as cur:
+        cur.copy_expert(statement.as_string(conn), buffer)
+
+
+_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def _text(value):
+    """A value in COPY text format."""
+    if value is None:
+        return "\\N"
+    if value is True:
+        return "t"
+    if value is False:
+        return "f"
+    if isinstance(value, str):
+        return value.translate(_ESCAPES)
+    if isinstance(value, (int, float, Decimal)):
+        return str(value)
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if isinstance(value, (list, tuple)):
+        items = ('"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"' for v in value)
+        return ("{" + ",".join(items) + "}").translate(_ESCAPES)
+    if isinstance(value, dict):
+        return json.dumps(value, ensure_ascii=False).translate(_ESCAPES)
+    raise TypeError(f"cannot COPY {type(value).__name__}")

@@ -1,0 +1,196 @@
+"""The seed: demo organizations, their people and settings, then shipments in COPY batches."""
+import random
+import shutil
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from demo import bulk, catalog, documents, monitoring, shipments
+from demo.plans import plan_natural
+from demo.showcase import SHOWCASE, plan_showcase
+from models import organizations
+
+ORGANIZATIONS = (("acme", "Acme Fresh Imports"), ("globex", "Globex Produce"))
+# Shipments per COPY batch; fixed, because each batch has its own random stream.
+BATCH_SIZE = 2000
+# Past this index shipments get fewer children, so a million shipments load in minutes.
+FULL_DETAIL_LIMIT = 5000
+# Past this index documents point at shared sample files instead of a file each.
+FILE_LIMIT = 2000
+
+# alert_kinds: the kinds the demo raises; internal ones are never shown.
+UPSERT_ALERT_KIND = """INSERT INTO alert_kinds (key, "group", customer_visible) VALUES (%(key)s, %(group)s, %(visible)s)
+ON CONFLICT (key) DO NOTHING"""
+# produce_aliases: names searches understand.
+UPSERT_ALIAS = """INSERT INTO produce_aliases (alias, produce_name) VALUES (%(alias)s, %(produce)s)
+ON CONFLICT (alias) DO NOTHING"""
+# labels: the organization's label set.
+INSERT_LABEL = """INSERT INTO labels (organization_id, name, color) VALUES (%(org)s, %(name)s, %(color)s)
+RETURNING id, name"""
+# carrier_terms: free days agreed with a carrier.
+INSERT_TERMS = """INSERT INTO carrier_terms (organization_id, carrier, demurrage_free_days, detention_free_days,
+free_days_basis) VALUES (%(org)s, %(carrier)s, %(dem)s, %(det)s, %(basis)s)"""
+# reset: the demo organization and (by cascade) everything it owns.
+DELETE_ORGANIZATION = "DELETE FROM organizations WHERE id = %(id)s"
+# Replace the first-estimate rows the insert trigger wrote with the planned ETA histories.
+DELETE_TRIGGER_REVISIONS = "DELETE FROM eta_revisions WHERE shipment_id BETWEEN %(first)s AND %(last)s"
+# The outbox rows the triggers wrote while this transaction loaded history: past changes are not news.
+DROP_HISTORY_EVENTS = "DELETE FROM events WHERE txid = txid_current() AND organization_id = %(org)s"
+# A live ETA change after loading, so the trigger's own revisions (and events) appear too.
+MOVE_ETA = "UPDATE shipments SET eta = eta + %(by)s * interval '1 minute' WHERE id = %(id)s"
+
+
+class Org:
+    """One demo organization being seeded, and what its plans share."""
+
+    def __init__(self, row, slug, count, now, storage_dir):
+        self.id, self.slug, self.count, self.now = row["id"], slug, count, now
+        self.importer = catalog.IMPORTERS[slug]
+        self.storage_dir, self.shared_files = storage_dir, {}
+        self.file_limit = FILE_LIMIT
+        self.reference_offset = 0
+        self.label_ids = {}
+
+
+def seed(conn, storage_dir, shipments_count=300, other_count=40, seed_value=1, reset=False, echo=print):
+    """Create the demo organizations and their shipments; returns per-organization row counts."""
+    now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
+    _reference_rows(conn)
+    results = {}
+    for (slug, name), count in zip(ORGANIZATIONS, (shipments_count, other_count)):
+        existing = organizations.get_organization_by_slug(conn, slug)
+        if existing and not reset:
+            echo(f"{slug}: already exists, left unchanged (use --reset to recreate it)")
+            continue
+        if existing:
+            with conn.cursor() as cur:
+                cur.execute(DELETE_ORGANIZATION, {"id": existing["id"]})
+            shutil.rmtree(Path(storage_dir) / "demo" / slug, ignore_errors=True)
+        conn.commit()
+        started = time.monotonic()
+        org = Org(_organization(conn, slug, name), slug, count, now, storage_dir)
+        _settings(conn, org)
+        conn.commit()
+        try:
+            results[slug] = _shipments(conn, org, seed_value, echo)
+        except BaseException:
+            # Batches commit as they go: take a half-loaded organization away again.
+            conn.rollback()
+            with conn.cursor() as cur:
+                cur.execute(DELETE_ORGANIZATION, {"id": org.id})
+            conn.commit()
+            raise
+        echo(f"{slug}: {count} shipments in {time.monotonic() - started:.1f}s")
+    with conn.cursor() as cur:
+        cur.execute("ANALYZE")
+    conn.commit()
+    return results
+
+
+def _reference_rows(conn):
+    with conn.cursor() as cur:
+        for key, group, visible in catalog.ALERT_KINDS:
+            cur.execute(UPSERT_ALERT_KIND, {"key": key, "group": group, "visible": visible})
+        for alias, produce in catalog.PRODUCE_ALIASES:
+            cur.execute(UPSERT_ALIAS, {"alias": alias, "produce": produce})
+    conn.commit()
+
+
+def _organization(conn, slug, name):
+    org = organizations.create_organization(conn, name, slug)
+    for role in ("owner", "admin", "member"):
+        user = organizations.ensure_user(conn, f"{role}@{slug}.example", f"{role.title()} of {name}")
+        organizations.add_member(conn, org["id"], user["id"], role)
+    return org
+
+
+def _settings(conn, org):
+    with conn.cursor() as cur:
+        for name, color in catalog.LABELS:
+            cur.execute(INSERT_LABEL, {"org": org.id, "name": name, "color": color})
+            row = cur.fetchone()
+            org.label_ids[row["name"]] = row["id"]
+        for carrier, (dem, det, basis) in catalog.CARRIER_TERMS[org.slug].items():
+            cur.execute(INSERT_TERMS, {"org": org.id, "carrier": carrier, "dem": dem, "det": det, "basis": basis})
+
+
+def _shipments(conn, org, seed_value, echo):
+    showcase = SHOWCASE[org.slug][:org.count]
+    first_showcase = org.count - len(showcase)
+    live = []
+    for start in range(0, org.count, BATCH_SIZE):
+        rng = random.Random(f"{seed_value}/{org.slug}/{start}")
+        batch = bulk.Batch()
+        plans = []
+        for index in range(start, min(start + BATCH_SIZE, org.count)):
+            if index >= first_showcase:
+                plan = plan_showcase(org, index, rng, showcase[index - first_showcase])
+            else:
+                plan = plan_natural(org, index, rng)
+            plan.lean = index >= FULL_DETAIL_LIMIT
+            plan.label_ids = _labels(plan)
+            shipments.add_shipment(batch, plan)
+            documents.add_documents(batch, plan)
+            monitoring.add_checks(batch, plan)
+            monitoring.add_alerts(batch, plan)
+            plans.append(plan)
+        bases = bulk.load(conn, batch, after_table=_replace_revisions(conn, batch))
+        live += [bases["shipments"] + p.shipment_id for p in plans if "live_update" in p.flags]
+        with conn.cursor() as cur:
+            cur.execute(DROP_HISTORY_EVENTS, {"org": org.id})
+        conn.commit()
+        if org.count > BATCH_SIZE:
+            echo(f"{org.slug}: {min(start + BATCH_SIZE, org.count)}/{org.count} shipments")
+    with conn.cursor() as cur:
+        for shipment_id in live:
+            cur.execute(MOVE_ETA, {"id": shipment_id, "by": 3})   # under 5 minutes: no revision
+            cur.execute(MOVE_ETA, {"id": shipment_id, "by": 360})  # the trigger records this one
+    conn.commit()
+    return _counts(conn, org)
+
+
+def _replace_revisions(conn, batch):
+    def after_table(name, bases):
+        if name == "shipments":
+            first = bases["shipments"]
+            with conn.cursor() as cur:
+                cur.execute(DELETE_TRIGGER_REVISIONS, {"first": first, "last": first + batch.count(name) - 1})
+    return after_table
+
+
+def _labels(plan):
+    ids = plan.org.label_ids
+    if plan.labels is not None:
+        return [ids[name] for name in plan.labels]
+    rng = plan.rng
+    roll = rng.random()
+    count = 0 if roll < 0.55 else 1 if roll < 0.85 else 2 if roll < 0.97 else 3
+    names = rng.sample(sorted(ids), count)
+    if "organic" in plan.flags and "Organic" not in names:
+        names.append("Organic")
+    return [ids[name] for name in names]
+
+
+# Summary: rows per table belonging to one organization.
+COUNT_SQL = {
+    "shipments": "SELECT count(*) FROM shipments WHERE organization_id = %(org)s",
+    "containers": "SELECT count(*) FROM containers WHERE organization_id = %(org)s",
+    "tracking_events": "SELECT count(*) FROM tracking_events e JOIN shipments s ON s.id = e.shipment_id "
+                       "WHERE s.organization_id = %(org)s",
+    "eta_revisions": "SELECT count(*) FROM eta_revisions r JOIN shipments s ON s.id = r.shipment_id "
+                     "WHERE s.organization_id = %(org)s",
+    "documents": "SELECT count(*) FROM documents WHERE organization_id = %(org)s",
+    "packing_lines": "SELECT count(*) FROM packing_lines l JOIN shipments s ON s.id = l.shipment_id "
+                     "WHERE s.organization_id = %(org)s",
+    "checks": "SELECT count(*) FROM checks WHERE organization_id = %(org)s",
+    "alerts": "SELECT count(*) FROM alerts WHERE organization_id = %(org)s",
+}
+
+
+def _counts(conn, org):
+    counts = {}
+    with conn.cursor() as cur:
+        for table, statement in COUNT_SQL.items():
+            cur.execute(statement, {"org": org.id})
+            counts[table] = cur.fetchone()["count"]
+    return counts

@@ -1,0 +1,226 @@
+"""`flask demo seed`: the demo data holds every state, enum value and edge the spec names."""
+import uuid
+from pathlib import Path
+
+import pytest
+
+from models import db
+from tests.conftest import _PREFIX, _admin, _with_database
+
+
+@pytest.fixture(scope="module")
+def seeded_url(server_url, template_database, tmp_path_factory):
+    """One database seeded with 300 shipments, shared by the read-only tests of this module."""
+    from app import create_app
+
+    name = f"{_PREFIX}_demo_{uuid.uuid4().hex[:8]}"
+    admin = _admin(server_url)
+    with admin.cursor() as cur:
+        cur.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_database}" STRATEGY FILE_COPY')
+    url = _with_database(server_url, name)
+    app = create_app({"TESTING": True, "DATABASE_URL": url,
+                      "STORAGE_DIR": str(tmp_path_factory.mktemp("demo") / "storage")})
+    result = app.test_cli_runner().invoke(args=["demo", "seed", "--shipments", "300"])
+    assert result.exit_code == 0, result.output
+    yield url, app
+    db.close_pool()
+    with admin.cursor() as cur:
+        cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    admin.close()
+
+
+@pytest.fixture
+def seeded(seeded_url):
+    """The app over the seeded database."""
+    return seeded_url[1]
+
+
+@pytest.fixture
+def conn(seeded_url):
+    """A connection to the seeded database."""
+    connection = db.connect(seeded_url[0])
+    connection.autocommit = True
+    yield connection
+    connection.close()
+
+
+def scalar(conn, statement, **params):
+    with conn.cursor() as cur:
+        cur.execute(statement, params)
+        return list(cur.fetchone().values())[0]
+
+
+def values(conn, statement):
+    with conn.cursor() as cur:
+        cur.execute(statement)
+        return {list(row.values())[0] for row in cur.fetchall()}
+
+
+ACME = "(SELECT id FROM organizations WHERE slug = 'acme')"
+ACME_SHIPMENTS = f"(SELECT id FROM shipments WHERE organization_id = {ACME})"
+
+# (column query over acme's rows, values that must all appear)
+ENUMS = [
+    (f"SELECT status FROM shipments WHERE organization_id = {ACME}",
+     {"draft", "validated", "in_transit", "arrived", "error", "in_warehouse"}),
+    (f"SELECT tracking_state FROM shipments WHERE organization_id = {ACME}",
+     {"available", "unavailable", "pending", "not_started", "awaiting_reference", "none"}),
+    (f"SELECT unavailable_reason FROM shipments WHERE organization_id = {ACME}",
+     {"unsupported_carrier", "invalid_reference", "not_found", "provider_error", "past_voyage", None}),
+    (f"SELECT halted_reason FROM shipments WHERE organization_id = {ACME}", {"errored", "dropped", None}),
+    (f"SELECT transport_reference_type FROM shipments WHERE organization_id = {ACME}",
+     {"container", "awb", "bill_of_lading", None}),
+    (f"SELECT transport_type FROM shipments WHERE organization_id = {ACME}", {"ocean", "air", "road"}),
+    (f"SELECT cargo_type FROM shipments WHERE organization_id = {ACME}", {"ambient", "reefer", "frozen", None}),
+    (f"SELECT color FROM labels WHERE organization_id = {ACME}",
+     {"gray", "red", "orange", "amber", "green", "teal", "blue", "indigo", "purple", "pink", None}),
+    (f"SELECT status FROM checks WHERE organization_id = {ACME}",
+     {"pending", "passed", "failed", "skipped", "warning"}),
+    (f"SELECT record_kind FROM documents WHERE organization_id = {ACME}",
+     {"current", "replaced", "reference_only", "page_split"}),
+    (f"SELECT scan_state FROM documents WHERE organization_id = {ACME}", {"scanning", "clean", "blocked", None}),
+    (f"SELECT parse_status FROM documents WHERE organization_id = {ACME}", {"parsed", "pending", "failed"}),
+    (f"SELECT milestone FROM tracking_events WHERE shipment_id IN {ACME_SHIPMENTS}",
+     {"booked", "empty_pickup", "gate_in", "loaded", "departed", "transshipment_arrival",
+      "transshipment_discharge", "transshipment_load", "transshipment_departure", "arrived", "discharged",
+      "customs_cleared", "available_for_pickup", "gate_out", "delivered", "empty_return",
+      "received_from_shipper", "manifested", "transferred", "notified", "eta_revised", "untracked"}),
+    (f"SELECT k.customer_visible FROM alerts a JOIN alert_kinds k ON k.key = a.key WHERE a.organization_id = {ACME}",
+     {True, False}),
+    (f"SELECT k.\"group\" FROM alerts a JOIN alert_kinds k ON k.key = a.key WHERE a.organization_id = {ACME}",
+     {"schedule", "documents", "free_time", "internal"}),
+    (f"SELECT free_days_basis FROM carrier_terms WHERE organization_id = {ACME}", {"calendar", "working"}),
+]
+
+
+@pytest.mark.parametrize("statement, expected", ENUMS, ids=[e[0].split()[1] for e in ENUMS])
+def test_every_value_appears(seeded, conn, statement, expected):
+    assert expected <= values(conn, statement)
+
+
+# Edges: a count query over acme that must be positive.
+EDGES = {
+    "archived": "SELECT count(*) FROM shipments WHERE organization_id = {acme} AND archived AND archived_at IS NOT NULL",
+    "awaiting approval": "SELECT count(*) FROM shipments WHERE organization_id = {acme} AND awaiting_approval",
+    "someone else's": "SELECT count(*) FROM shipments WHERE organization_id = {acme} AND owned_elsewhere",
+    "no eta at all": "SELECT count(*) FROM shipments WHERE organization_id = {acme} AND effective_eta IS NULL",
+    "container-only eta": "SELECT count(*) FROM shipments WHERE organization_id = {acme} "
+                          "AND eta IS NULL AND effective_eta IS NOT NULL",
+    "predicted eta": "SELECT count(*) FROM shipments WHERE organization_id = {acme} AND predicted_eta IS NOT NULL",
+    "generated reference": "SELECT count(*) FROM shipments WHERE organization_id = {acme} "
+                           "AND reference ~ '^SHIP-[0-9]{{8}}-[A-Z0-9]{{4}}$'",
+    "person-set reference": "SELECT count(*) FROM shipments WHERE organization_id = {acme} AND reference !~ '^SHIP-'",
+    "multi-leg route": "SELECT count(*) FROM (SELECT shipment_id FROM shipment_legs WHERE shipment_id IN {ships} "
+                       "GROUP BY 1 HAVING count(*) >= 3) m",
+    "second vessel leg": "SELECT count(*) FROM tracking_events WHERE shipment_id IN {ships} AND leg_index = 2",
+    "estimate without time": "SELECT count(*) FROM tracking_events WHERE shipment_id IN {ships} "
+                             "AND NOT actual AND occurred_at IS NULL",
+    "estimate with time": "SELECT count(*) FROM tracking_events WHERE shipment_id IN {ships} "
+                          "AND NOT actual AND occurred_at IS NOT NULL",
+    "local offsets": "SELECT count(*) FROM tracking_events WHERE shipment_id IN {ships} "
+                     "AND occurred_at_offset_minutes IS NOT NULL",
+    "flight numbers": "SELECT count(*) FROM tracking_events WHERE shipment_id IN {ships} AND flight_number IS NOT NULL",
+    "eta history": "SELECT count(*) FROM (SELECT shipment_id FROM eta_revisions WHERE shipment_id IN {ships} "
+                   "GROUP BY 1 HAVING count(*) >= 4) m",
+    "backfilled revisions": "SELECT count(*) FROM eta_revisions WHERE shipment_id IN {ships} AND backfilled",
+    "revision by the trigger": "SELECT count(*) FROM eta_revisions WHERE shipment_id IN {ships} "
+                               "AND NOT first_estimate AND slip_seconds = 21780",
+    "shipment free days": "SELECT count(*) FROM shipments WHERE organization_id = {acme} "
+                          "AND demurrage_free_days IS NOT NULL",
+    "two arrival notices": "SELECT count(*) FROM (SELECT shipment_id FROM arrival_notices "
+                           "WHERE shipment_id IN {ships} GROUP BY 1 HAVING count(*) > 1) m",
+    "replaced packing list": "SELECT count(*) FROM packing_lists WHERE organization_id = {acme} AND NOT is_current",
+    "pallet on no packing list": "SELECT count(*) FROM pallets WHERE shipment_id IN {ships} "
+                                 "AND packing_list_id IS NULL",
+    "organic lines": "SELECT count(*) FROM packing_lines WHERE shipment_id IN {ships} AND organic",
+    "document without file": "SELECT count(*) FROM documents WHERE organization_id = {acme} AND storage_key IS NULL",
+    "empty extracted data": "SELECT count(*) FROM document_data d JOIN documents o ON o.id = d.document_id "
+                            "WHERE o.organization_id = {acme} AND d.fields = '{{}}'",
+    "packing list data": "SELECT count(*) FROM document_data d JOIN documents o ON o.id = d.document_id "
+                         "WHERE o.organization_id = {acme} AND d.schema = 'packing_list' "
+                         "AND d.fields ? 'line_items' AND d.fields ? 'diagram_pallet_numbers'",
+    "open alerts": "SELECT count(*) FROM alerts WHERE organization_id = {acme} AND resolved_at IS NULL",
+    "resolved alerts": "SELECT count(*) FROM alerts WHERE organization_id = {acme} AND resolved_at IS NOT NULL",
+    "unfinished check run": "SELECT count(*) FROM check_runs WHERE organization_id = {acme} AND finished_at IS NULL",
+    "finished check run": "SELECT count(*) FROM check_runs WHERE organization_id = {acme} "
+                          "AND finished_at IS NOT NULL",
+    "40 pallets and 400 lines": "SELECT count(*) FROM (SELECT l.shipment_id FROM packing_lines l "
+                                "WHERE l.shipment_id IN {ships} GROUP BY 1 HAVING count(*) = 400 "
+                                "AND count(DISTINCT l.pallet_id) = 40) m",
+    "produce aliases": "SELECT count(*) FROM produce_aliases WHERE (alias, produce_name) IN "
+                       "(('aguacate', 'Avocado'), ('clementine', 'Mandarin'), ('kiwi', 'Kiwifruit'), "
+                       "('palta', 'Avocado'))",
+}
+
+
+@pytest.mark.parametrize("name", EDGES)
+def test_every_edge_appears(seeded, conn, name):
+    assert scalar(conn, EDGES[name].format(acme=ACME, ships=ACME_SHIPMENTS)) > 0
+
+
+def test_organizations_members_and_sizes(seeded, conn):
+    members = values(conn, """
+        SELECT o.slug || ' ' || u.email || ' ' || m.role FROM memberships m
+          JOIN organizations o ON o.id = m.organization_id JOIN users u ON u.id = m.user_id""")
+    assert members == {f"{slug} {role}@{slug}.example {role}"
+                       for slug in ("acme", "globex") for role in ("owner", "admin", "member")}
+    assert scalar(conn, f"SELECT count(*) FROM shipments WHERE organization_id = {ACME}") == 300
+    assert scalar(conn, "SELECT count(*) FROM shipments s JOIN organizations o ON o.id = s.organization_id "
+                        "WHERE o.slug = 'globex'") == 40
+    assert scalar(conn, "SELECT count(*) FROM tokens") == 0
+    assert scalar(conn, "SELECT count(*) FROM containers WHERE number !~ '^[A-Z]{3}U[0-9]{7}$'") == 0
+
+
+def test_files_are_written_under_storage_dir(seeded, conn):
+    storage = Path(seeded.config["STORAGE_DIR"])
+    with conn.cursor() as cur:
+        cur.execute("SELECT storage_key, byte_size, content_type FROM documents WHERE storage_key IS NOT NULL")
+        rows = cur.fetchall()
+    assert rows
+    for row in rows:
+        content = (storage / row["storage_key"]).read_bytes()
+        assert len(content) == row["byte_size"]
+        if row["content_type"] == "application/pdf":
+            assert content.startswith(b"%PDF-1.4") and content.rstrip().endswith(b"%%EOF")
+
+
+def test_free_time_situations(seeded, conn):
+    """Running demurrage clocks with 5, 2, 1 and 0 days left and overdue, from each source of terms."""
+    left = values(conn, f"""
+        SELECT (e.occurred_at::date + coalesce(s.demurrage_free_days, n.demurrage_free_days, t.demurrage_free_days)
+                - 1 - current_date)
+          FROM shipments s
+          JOIN tracking_events e ON e.shipment_id = s.id AND e.milestone = 'discharged' AND e.actual
+          LEFT JOIN LATERAL (SELECT demurrage_free_days FROM arrival_notices a WHERE a.shipment_id = s.id
+                              ORDER BY received_at DESC LIMIT 1) n ON true
+          LEFT JOIN carrier_terms t ON t.organization_id = s.organization_id AND lower(t.carrier) = lower(s.carrier_name)
+         WHERE s.organization_id = {ACME} AND NOT EXISTS (
+               SELECT 1 FROM tracking_events g WHERE g.shipment_id = s.id AND g.milestone = 'gate_out'
+                  AND g.container_number = e.container_number AND g.occurred_at <= now())""")
+    assert {5, 2, 1, 0, -1, -3} <= left
+    assert None in left  # unknown terms
+
+
+def test_seed_twice_and_reset(app, database_url):
+    """A second seed leaves the demo alone; --reset recreates it (here smaller)."""
+    runner = app.test_cli_runner()
+    for args in (["--shipments", "30"], ["--shipments", "30"], ["--shipments", "20", "--reset"]):
+        result = runner.invoke(args=["demo", "seed", "--globex-shipments", "5", *args])
+        assert result.exit_code == 0, result.output
+    connection = db.connect(database_url)
+    try:
+        assert scalar(connection, f"SELECT count(*) FROM shipments WHERE organization_id = {ACME}") == 20
+        assert scalar(connection, "SELECT count(*) FROM organizations") == 2
+        # History loaded by the seed is not news; only the live ETA change after loading is an event.
+        assert scalar(connection, "SELECT count(*) FROM events WHERE type <> 'shipment.eta_changed'") == 0
+        assert scalar(connection, "SELECT count(*) FROM events") == 1
+    finally:
+        connection.close()
+
+
+def test_second_seed_says_it_left_the_data(app):
+    runner = app.test_cli_runner()
+    runner.invoke(args=["demo", "seed", "--shipments", "5", "--globex-shipments", "0"])
+    again = runner.invoke(args=["demo", "seed", "--shipments", "5", "--globex-shipments", "0"])
+    assert again.exit_code == 0, again.output
+    assert "acme: already exists, left unchanged" in again.output
