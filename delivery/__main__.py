@@ -22,7 +22,7 @@ def main(argv=None):
     dispatcher = Dispatcher(settings)
 
     def stop(_signum, _frame):
-        dispatcher.stopping = True
+        dispatcher.stop()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)

@@ -59,7 +59,13 @@ class Dispatcher:
         self.results = queue.SimpleQueue()
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_read, False)
+        os.set_blocking(self._wake_write, False)  # a full pipe already means "wake up"
         self.stopping = False
+
+    def stop(self):
+        """Ask the loop to finish what is in flight and return (safe from a signal handler)."""
+        self.stopping = True
+        self._wake()
 
     def close(self):
         """Wait for requests in flight, record them, release everything."""
@@ -99,7 +105,13 @@ class Dispatcher:
             log.exception("sender crashed event_id=msg_%s endpoint_id=whe_%s", row["event_id"], row["endpoint_id"])
             result = None
         self.results.put((row, result))
-        os.write(self._wake_write, b".")
+        self._wake()
+
+    def _wake(self):
+        try:
+            os.write(self._wake_write, b".")
+        except BlockingIOError:
+            pass
 
     def record(self):
         """Record every finished request in one transaction; returns how many."""
