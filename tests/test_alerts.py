@@ -164,4 +164,10 @@ def test_get_alert_matches_the_listed_object(conn, client, org):
     dumped = MonitoringAlertSchema().dump(alerts_model.get_alert(conn, org["id"], alert))
     assert dumped == client.get("/alerts", headers=auth(org["token"])).json["data"][0]
     assert alerts_model.get_alert(conn, org["id"], internal) is None
+    hidden = make_alert(conn, org["id"], make_shipment(conn, org["id"], awaiting_approval=True))
+    assert alerts_model.get_alert(conn, org["id"], hidden) is None
+    # Resolved before the webhook was rendered: still found, with resolved_at.
+    resolved = make_alert(conn, org["id"], shipment, resolved_at="2026-01-04T00:00:00Z")
+    dumped = MonitoringAlertSchema().dump(alerts_model.get_alert(conn, org["id"], resolved))
+    assert dumped == {**alert_body(resolved, shipment, "S-1"), "resolved_at": "2026-01-04T00:00:00Z"}
     assert alerts_model.get_alert(conn, make_org(conn, "other"), alert) is None
