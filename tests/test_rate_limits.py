@@ -224,3 +224,10 @@ def test_limits_shared_by_gunicorn_workers(conn, database_url, tmp_path):
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def test_default_limits_are_the_spec_values(database_url):
+    from app import create_app
+
+    assert create_app({"DATABASE_URL": database_url}).config["RATE_LIMITS"] == {
+        "window_seconds": 300, "per_token": 600, "per_ip": 1200, "anonymous_per_ip": 30}
