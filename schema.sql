@@ -767,7 +767,7 @@ CREATE TABLE IF NOT EXISTS webhook_deliveries (
 );
 -- claim: due deliveries of one endpoint, earliest first
 CREATE INDEX IF NOT EXISTS webhook_deliveries_due_idx
-  ON webhook_deliveries (endpoint_id, next_attempt_at) WHERE state = 'pending';
+  ON webhook_deliveries (endpoint_id, next_attempt_at, id) WHERE state = 'pending';
 -- watch mode: the next due time overall
 CREATE INDEX IF NOT EXISTS webhook_deliveries_next_idx
   ON webhook_deliveries (next_attempt_at) WHERE state = 'pending';

@@ -30,6 +30,7 @@ def _health(endpoints, results):
         if endpoint is None:
             continue
         endpoint["changed"] = True
+        endpoint.setdefault("was", (endpoint["failing_since"], endpoint["last_failure_at"]))
         if result.outcome.succeeded:
             endpoint["failing_since"] = None
             continue
@@ -58,8 +59,14 @@ def record(conn, results):
     """Record a batch of results in the caller's transaction; returns the endpoint ids disabled now."""
     if not results:
         return []
-    endpoints = webhook_deliveries.lock_endpoints(conn, {r.row["endpoint_id"] for r in results})
-    disable = _health(endpoints, results)
+    if any(not r.outcome.succeeded and r.row["reason"] != "test" for r in results):
+        endpoints = webhook_deliveries.lock_endpoints(conn, {r.row["endpoint_id"] for r in results})
+        disable = _health(endpoints, results)
+    else:
+        # Only successes: no lock needed, a success just ends any failure run.
+        webhook_deliveries.end_failure_runs(conn, {r.row["endpoint_id"] for r in results if r.row["reason"] != "test"})
+        endpoints = {r.row["endpoint_id"]: {"enabled": True} for r in results}
+        disable = {}
     finish, steps = [], {}
     for result in results:
         row, outcome = result.row, result.outcome
@@ -75,7 +82,7 @@ def record(conn, results):
          r.outcome.response_body, r.outcome.address)
         for r in results if r.row["id"] in ours])
     for endpoint in endpoints.values():
-        if endpoint.get("changed"):
+        if endpoint.get("changed") and (endpoint["failing_since"], endpoint["last_failure_at"]) != endpoint["was"]:
             webhook_deliveries.update_endpoint_health(conn, endpoint["id"], endpoint["failing_since"],
                                                       endpoint["last_failure_at"])
     for endpoint_id, (at, reason) in disable.items():

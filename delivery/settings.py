@@ -18,8 +18,8 @@ class Settings:
     smtp_from: str = "webhooks@localhost"
     # Requests in flight at once, and per endpoint: a slow endpoint holds at most
     # `per_endpoint` workers, so the others keep theirs.
-    workers: int = 64
-    per_endpoint: int = 8
+    workers: int = 128
+    per_endpoint: int = 16
     # A claimed delivery not recorded within the lease is due again (a crashed pass).
     lease: timedelta = field(default=timedelta(minutes=5))
     # A cron pass stops claiming after this, then waits for its requests (at most 15 s more).

@@ -119,6 +119,16 @@ def update_endpoint_health(conn, endpoint_id, failing_since, last_failure_at):
                                     "last_failure_at": last_failure_at})
 
 
+def end_failure_runs(conn, endpoint_ids):
+    """A success ends the endpoints' failure runs (writes only rows that had one)."""
+    if endpoint_ids:
+        with conn.cursor() as cur:
+            # end_failure_runs
+            cur.execute("""
+                UPDATE webhook_endpoints SET failing_since = NULL
+                 WHERE id = ANY (%(ids)s) AND failing_since IS NOT NULL""", {"ids": list(endpoint_ids)})
+
+
 def claim_unnotified(conn):
     """Lock endpoints disabled by the 3-day rule whose admins were not yet e-mailed."""
     with conn.cursor() as cur:
