@@ -8,6 +8,9 @@ from demo.plans import DAY, HOUR
 from demo.tracking import tz
 
 
+LEAN_MILESTONES = {"loaded", "departed", "arrived", "discharged", "gate_out", "empty_return"}
+
+
 def container_numbers(plan):
     """ISO 6346 numbers of the plan's containers, in the carrier's owner codes."""
     rng = plan.rng
@@ -92,7 +95,9 @@ def ocean_events(plan, vessel_pair):
     events = [_event(plan, "booked", plan.created + 2 * HOUR, origin)]
     for i, number in enumerate(plan.container_numbers):
         def add(milestone, at, place, leg=None, vessel=None, position=False):
-            events.append(_event(plan, milestone, at, place, number, leg, vessel, position=position))
+            # Benchmark-scale shipments keep the milestones that drive ETAs and free time.
+            if not plan.lean or milestone in LEAN_MILESTONES:
+                events.append(_event(plan, milestone, at, place, number, leg, vessel, position=position))
         etd = plan.etd
         add("empty_pickup", max(plan.created + 3 * HOUR, etd - rng.uniform(5, 8) * DAY), origin)
         add("gate_in", max(plan.created + 5 * HOUR, etd - rng.uniform(2, 4) * DAY), origin)
@@ -139,6 +144,8 @@ def air_events(plan):
     events += [_event(plan, "arrived", plan.arrival, plan.destination, leg=leg, flight=flights[-1], position=True),
                _event(plan, "notified", plan.notified, plan.destination),
                _event(plan, "delivered", plan.delivered, catalog.INLAND[plan.org.importer.warehouse])]
+    if plan.lean:
+        events = [e for e in events if e["milestone"] in ("departed", "arrived", "delivered")]
     return _settle(plan, events)
 
 

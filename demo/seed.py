@@ -5,7 +5,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from demo import bulk, catalog, documents, monitoring, shipments
+from demo import bulk, catalog, documents, monitoring, reset as demo_reset, shipments
 from demo.plans import plan_natural
 from demo.showcase import SHOWCASE, plan_showcase
 from models import organizations
@@ -30,8 +30,6 @@ RETURNING id, name"""
 # carrier_terms: free days agreed with a carrier.
 INSERT_TERMS = """INSERT INTO carrier_terms (organization_id, carrier, demurrage_free_days, detention_free_days,
 free_days_basis) VALUES (%(org)s, %(carrier)s, %(dem)s, %(det)s, %(basis)s)"""
-# reset: the demo organization and (by cascade) everything it owns.
-DELETE_ORGANIZATION = "DELETE FROM organizations WHERE id = %(id)s"
 # Replace the first-estimate rows the insert trigger wrote with the planned ETA histories.
 DELETE_TRIGGER_REVISIONS = "DELETE FROM eta_revisions WHERE shipment_id BETWEEN %(first)s AND %(last)s"
 # The outbox rows the triggers wrote while this transaction loaded history: past changes are not news.
@@ -63,8 +61,9 @@ def seed(conn, storage_dir, shipments_count=300, other_count=40, seed_value=1, r
             echo(f"{slug}: already exists, left unchanged (use --reset to recreate it)")
             continue
         if existing:
-            with conn.cursor() as cur:
-                cur.execute(DELETE_ORGANIZATION, {"id": existing["id"]})
+            started = time.monotonic()
+            demo_reset.delete_organization(conn, existing["id"])
+            echo(f"{slug}: deleted in {time.monotonic() - started:.1f}s")
             shutil.rmtree(Path(storage_dir) / "demo" / slug, ignore_errors=True)
         conn.commit()
         started = time.monotonic()
@@ -76,8 +75,7 @@ def seed(conn, storage_dir, shipments_count=300, other_count=40, seed_value=1, r
         except BaseException:
             # Batches commit as they go: take a half-loaded organization away again.
             conn.rollback()
-            with conn.cursor() as cur:
-                cur.execute(DELETE_ORGANIZATION, {"id": org.id})
+            demo_reset.delete_organization(conn, org.id)
             conn.commit()
             raise
         echo(f"{slug}: {count} shipments in {time.monotonic() - started:.1f}s")
