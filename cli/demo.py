@@ -1,10 +1,11 @@
 """`flask demo seed`: demo organizations with realistic shipments (see docs/demo-data.md)."""
+import os
+
 import click
 from flask import current_app
 from flask.cli import AppGroup
 
 from demo.seed import seed as run_seed
-from models import db
 
 demo_cli = AppGroup("demo", help="Demo data.")
 
@@ -17,13 +18,12 @@ demo_cli = AppGroup("demo", help="Demo data.")
 @click.option("--seed", "seed_value", type=int, default=1, show_default=True,
               help="Random seed: the same seed gives the same data (relative to today).")
 @click.option("--reset", is_flag=True, help="Delete the demo organizations' data first and recreate them.")
-def seed(count, other, seed_value, reset):
+@click.option("--workers", type=click.IntRange(1, 32), default=min(4, os.cpu_count() or 1), show_default=True,
+              help="Processes loading batches side by side (large seeds only).")
+def seed(count, other, seed_value, reset, workers):
     """Create organizations acme and globex with members and shipments (no API tokens)."""
-    conn = db.connect(current_app.config["DATABASE_URL"])
-    try:
-        results = run_seed(conn, current_app.config["STORAGE_DIR"], count, other, seed_value, reset, click.echo)
-    finally:
-        conn.close()
+    results = run_seed(current_app.config["DATABASE_URL"], current_app.config["STORAGE_DIR"], count, other,
+                       seed_value, reset, workers, click.echo)
     for slug, counts in results.items():
         click.echo(f"{slug}: members owner@{slug}.example, admin@{slug}.example, member@{slug}.example; "
                    + ", ".join(f"{n} {table}" for table, n in counts.items()))

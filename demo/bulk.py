@@ -97,14 +97,26 @@ class Batch:
 
 
 # Reserve n ids at once: the sequence jumps by n and the block is [last - n + 1, last].
-RESERVE_IDS = "SELECT setval(pg_get_serial_sequence(%(table)s, 'id'), nextval(pg_get_serial_sequence(%(table)s, 'id')) + %(n)s - 1) AS last"
+# nextval and setval are two steps: the seed's own loaders take turns under an advisory lock;
+# another writer's nextval landing in between would make the COPY fail, never mix rows.
+RESERVE_IDS = """SELECT setval(pg_get_serial_sequence(%(table)s, 'id'),
+                               nextval(pg_get_serial_sequence(%(table)s, 'id')) + %(n)s - 1) AS last"""
+ID_LOCK = "SELECT pg_advisory_lock(hashtext('demo seed ids'))"
+ID_UNLOCK = "SELECT pg_advisory_unlock(hashtext('demo seed ids'))"
 
 
-def reserve_ids(conn, table, n):
-    """The first id of a block of n ids reserved from the table's sequence."""
+def reserve_ids(conn, counts):
+    """The first id of a block reserved from each table's sequence ({table: n} in, {table: first} out)."""
+    bases = {}
     with conn.cursor() as cur:
-        cur.execute(RESERVE_IDS, {"table": table, "n": n})
-        return cur.fetchone()["last"] - n + 1
+        cur.execute(ID_LOCK)
+        try:
+            for table, n in counts.items():
+                cur.execute(RESERVE_IDS, {"table": table, "n": n})
+                bases[table] = cur.fetchone()["last"] - n + 1
+        finally:
+            cur.execute(ID_UNLOCK)
+    return bases
 
 
 def load(conn, batch, after_table=None):
@@ -113,8 +125,7 @@ def load(conn, batch, after_table=None):
     `after_table(name, bases)` runs right after a table is loaded (the seed uses it to replace
     the ETA revisions the shipments trigger wrote with the planned histories).
     """
-    bases = {t.name: reserve_ids(conn, t.name, batch.count(t.name))
-             for t in TABLES if t.own_id and batch.count(t.name)}
+    bases = reserve_ids(conn, {t.name: batch.count(t.name) for t in TABLES if t.own_id and batch.count(t.name)})
     for spec in TABLES:
         rows = batch.rows[spec.name]
         if rows:
@@ -169,3 +180,31 @@ _FORMATS = {
 def _text(value):
     """A value in COPY text format."""
     return _FORMATS[type(value)](value)
+
+
+# Trigram (GIN) indexes of the tables the seed fills: a large load drops them and builds them
+# once at the end, which is many times faster than growing them row by row.  schema.sql
+# creates them again too (`flask db init`), should a load die before rebuilding them.
+GIN_INDEXES = """SELECT indexname, indexdef FROM pg_indexes
+ WHERE schemaname = current_schema() AND tablename = ANY (%(tables)s) AND indexdef LIKE '%% USING gin %%'
+ ORDER BY indexname"""
+
+
+def drop_gin_indexes(conn):
+    """Drop the trigram indexes of the loaded tables; returns their definitions (committed)."""
+    with conn.cursor() as cur:
+        cur.execute(GIN_INDEXES, {"tables": [t.name for t in TABLES]})
+        indexes = [(row["indexname"], row["indexdef"]) for row in cur.fetchall()]
+        for name, _definition in indexes:
+            cur.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(name)))
+    conn.commit()
+    return indexes
+
+
+def create_indexes(conn, indexes):
+    """Build the dropped indexes again (committed)."""
+    with conn.cursor() as cur:
+        cur.execute("SET maintenance_work_mem = '256MB'")
+        for _name, definition in indexes:
+            cur.execute(definition.replace("CREATE INDEX ", "CREATE INDEX IF NOT EXISTS ", 1))
+    conn.commit()

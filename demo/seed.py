@@ -1,20 +1,15 @@
 """The seed: demo organizations, their people and settings, then shipments in COPY batches."""
-import random
 import shutil
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from demo import bulk, catalog, documents, monitoring, reset as demo_reset, shipments
-from demo.plans import plan_natural
-from demo.showcase import SHOWCASE, plan_showcase
-from models import organizations
+from demo import batches, bulk, catalog, reset as demo_reset
+from models import db, organizations
 
 ORGANIZATIONS = (("acme", "Acme Fresh Imports"), ("globex", "Globex Produce"))
-# Shipments per COPY batch; fixed, because each batch has its own random stream.
-BATCH_SIZE = 2000
-# Past this index shipments get fewer children, so a million shipments load in minutes.
-FULL_DETAIL_LIMIT = 5000
+# From this many shipments on, search indexes are dropped during the load and built after it.
+BULK_INDEX_THRESHOLD = 50_000
 # Past this index documents point at shared sample files instead of a file each.
 FILE_LIMIT = 2000
 
@@ -30,10 +25,6 @@ RETURNING id, name"""
 # carrier_terms: free days agreed with a carrier.
 INSERT_TERMS = """INSERT INTO carrier_terms (organization_id, carrier, demurrage_free_days, detention_free_days,
 free_days_basis) VALUES (%(org)s, %(carrier)s, %(dem)s, %(det)s, %(basis)s)"""
-# Replace the first-estimate rows the insert trigger wrote with the planned ETA histories.
-DELETE_TRIGGER_REVISIONS = "DELETE FROM eta_revisions WHERE shipment_id BETWEEN %(first)s AND %(last)s"
-# The outbox rows the triggers wrote while this transaction loaded history: past changes are not news.
-DROP_HISTORY_EVENTS = "DELETE FROM events WHERE txid = txid_current() AND organization_id = %(org)s"
 # A live ETA change after loading, so the trigger's own revisions (and events) appear too.
 MOVE_ETA = "UPDATE shipments SET eta = eta + %(by)s * interval '1 minute' WHERE id = %(id)s"
 
@@ -50,12 +41,20 @@ class Org:
         self.label_ids = {}
 
 
-def seed(conn, storage_dir, shipments_count=300, other_count=40, seed_value=1, reset=False, echo=print):
+def seed(url, storage_dir, shipments_count=300, other_count=40, seed_value=1, reset=False, workers=1, echo=print):
     """Create the demo organizations and their shipments; returns per-organization row counts."""
+    conn = db.connect(url)
+    try:
+        return _seed(url, conn, storage_dir, (shipments_count, other_count), seed_value, reset, workers, echo)
+    finally:
+        conn.close()
+
+
+def _seed(url, conn, storage_dir, counts, seed_value, reset, workers, echo):
     now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
     _reference_rows(conn)
     results = {}
-    for (slug, name), count in zip(ORGANIZATIONS, (shipments_count, other_count)):
+    for (slug, name), count in zip(ORGANIZATIONS, counts):
         existing = organizations.get_organization_by_slug(conn, slug)
         if existing and not reset:
             echo(f"{slug}: already exists, left unchanged (use --reset to recreate it)")
@@ -71,7 +70,7 @@ def seed(conn, storage_dir, shipments_count=300, other_count=40, seed_value=1, r
         _settings(conn, org)
         conn.commit()
         try:
-            results[slug] = _shipments(conn, org, seed_value, echo)
+            results[slug] = _shipments(url, conn, org, seed_value, workers, echo)
         except BaseException:
             # Batches commit as they go: take a half-loaded organization away again.
             conn.rollback()
@@ -112,61 +111,21 @@ def _settings(conn, org):
             cur.execute(INSERT_TERMS, {"org": org.id, "carrier": carrier, "dem": dem, "det": det, "basis": basis})
 
 
-def _shipments(conn, org, seed_value, echo):
-    showcase = SHOWCASE[org.slug][:org.count]
-    first_showcase = org.count - len(showcase)
-    live = []
-    for start in range(0, org.count, BATCH_SIZE):
-        rng = random.Random(f"{seed_value}/{org.slug}/{start}")
-        batch = bulk.Batch()
-        plans = []
-        for index in range(start, min(start + BATCH_SIZE, org.count)):
-            if index >= first_showcase:
-                plan = plan_showcase(org, index, rng, showcase[index - first_showcase])
-            else:
-                plan = plan_natural(org, index, rng)
-            plan.lean = index >= FULL_DETAIL_LIMIT
-            plan.label_ids = _labels(plan)
-            shipments.add_shipment(batch, plan)
-            documents.add_documents(batch, plan)
-            monitoring.add_checks(batch, plan)
-            monitoring.add_alerts(batch, plan)
-            plans.append(plan)
-        bases = bulk.load(conn, batch, after_table=_replace_revisions(conn, batch))
-        live += [bases["shipments"] + p.shipment_id for p in plans if "live_update" in p.flags]
-        with conn.cursor() as cur:
-            cur.execute(DROP_HISTORY_EVENTS, {"org": org.id})
-        conn.commit()
-        if org.count > BATCH_SIZE:
-            echo(f"{org.slug}: {min(start + BATCH_SIZE, org.count)}/{org.count} shipments")
+def _shipments(url, conn, org, seed_value, workers, echo):
+    indexes = bulk.drop_gin_indexes(conn) if org.count >= BULK_INDEX_THRESHOLD else []
+    try:
+        live = batches.load_all(url, conn, org, seed_value, workers, echo)
+    finally:
+        if indexes:
+            echo(f"{org.slug}: building {len(indexes)} search indexes")
+            conn.rollback()
+            bulk.create_indexes(conn, indexes)
     with conn.cursor() as cur:
         for shipment_id in live:
             cur.execute(MOVE_ETA, {"id": shipment_id, "by": 3})   # under 5 minutes: no revision
             cur.execute(MOVE_ETA, {"id": shipment_id, "by": 360})  # the trigger records this one
     conn.commit()
     return _counts(conn, org)
-
-
-def _replace_revisions(conn, batch):
-    def after_table(name, bases):
-        if name == "shipments":
-            first = bases["shipments"]
-            with conn.cursor() as cur:
-                cur.execute(DELETE_TRIGGER_REVISIONS, {"first": first, "last": first + batch.count(name) - 1})
-    return after_table
-
-
-def _labels(plan):
-    ids = plan.org.label_ids
-    if plan.labels is not None:
-        return [ids[name] for name in plan.labels]
-    rng = plan.rng
-    roll = rng.random()
-    count = 0 if roll < 0.55 else 1 if roll < 0.85 else 2 if roll < 0.97 else 3
-    names = rng.sample(sorted(ids), count)
-    if "organic" in plan.flags and "Organic" not in names:
-        names.append("Organic")
-    return [ids[name] for name in names]
 
 
 # Summary: rows per table belonging to one organization.

@@ -1,0 +1,103 @@
+"""Shipments in batches: each batch is planned from its own random stream, built, COPYed and committed.
+
+Batches do not depend on one another, so worker processes (each with its own connection) load
+them side by side; the data is the same whatever the number of workers, only ids differ.
+"""
+import multiprocessing
+import random
+
+from demo import bulk, documents, monitoring, shipments
+from demo.plans import plan_natural
+from demo.showcase import SHOWCASE, plan_showcase
+from models import db
+
+# Shipments per batch; fixed, because each batch has its own random stream.
+BATCH_SIZE = 2000
+# Past this index shipments get fewer children, so a million shipments load in minutes.
+FULL_DETAIL_LIMIT = 5000
+
+# Replace the first-estimate rows the insert trigger wrote with the planned ETA histories.
+DELETE_TRIGGER_REVISIONS = "DELETE FROM eta_revisions WHERE shipment_id BETWEEN %(first)s AND %(last)s"
+# The outbox rows the triggers wrote while this transaction loaded history: past changes are not news.
+DROP_HISTORY_EVENTS = "DELETE FROM events WHERE txid = txid_current() AND organization_id = %(org)s"
+
+
+def load_batch(conn, org, seed_value, start):
+    """Plan, build and load the shipments [start, start + BATCH_SIZE); returns ids of those to move live."""
+    showcase = SHOWCASE[org.slug][:org.count]
+    first_showcase = org.count - len(showcase)
+    rng = random.Random(f"{seed_value}/{org.slug}/{start}")
+    batch = bulk.Batch()
+    plans = []
+    for index in range(start, min(start + BATCH_SIZE, org.count)):
+        if index >= first_showcase:
+            plan = plan_showcase(org, index, rng, showcase[index - first_showcase])
+        else:
+            plan = plan_natural(org, index, rng)
+        plan.lean = index >= FULL_DETAIL_LIMIT
+        plan.label_ids = _labels(plan)
+        shipments.add_shipment(batch, plan)
+        documents.add_documents(batch, plan)
+        monitoring.add_checks(batch, plan)
+        monitoring.add_alerts(batch, plan)
+        plans.append(plan)
+    bases = bulk.load(conn, batch, after_table=_replace_revisions(conn, batch))
+    with conn.cursor() as cur:
+        cur.execute(DROP_HISTORY_EVENTS, {"org": org.id})
+    conn.commit()
+    return [bases["shipments"] + p.shipment_id for p in plans if "live_update" in p.flags]
+
+
+def load_all(url, conn, org, seed_value, workers, echo):
+    """Load every batch of the organization; returns the ids of shipments to move live."""
+    starts = list(range(0, org.count, BATCH_SIZE))
+    live = []
+    if workers <= 1 or len(starts) <= 1:
+        for done, start in enumerate(starts, start=1):
+            live += load_batch(conn, org, seed_value, start)
+            _progress(org, done, len(starts), echo)
+        return live
+    context = multiprocessing.get_context("fork")
+    with context.Pool(workers, initializer=_start_worker, initargs=(url, org, seed_value)) as pool:
+        for done, ids in enumerate(pool.imap_unordered(_run_batch, starts), start=1):
+            live += ids
+            _progress(org, done, len(starts), echo)
+    return live
+
+
+def _progress(org, done, total, echo):
+    if total > 1:
+        echo(f"{org.slug}: {min(done * BATCH_SIZE, org.count)}/{org.count} shipments")
+
+
+_worker = {}
+
+
+def _start_worker(url, org, seed_value):
+    _worker.update(conn=db.connect(url), org=org, seed_value=seed_value)
+
+
+def _run_batch(start):
+    return load_batch(_worker["conn"], _worker["org"], _worker["seed_value"], start)
+
+
+def _replace_revisions(conn, batch):
+    def after_table(name, bases):
+        if name == "shipments":
+            first = bases["shipments"]
+            with conn.cursor() as cur:
+                cur.execute(DELETE_TRIGGER_REVISIONS, {"first": first, "last": first + batch.count(name) - 1})
+    return after_table
+
+
+def _labels(plan):
+    ids = plan.org.label_ids
+    if plan.labels is not None:
+        return [ids[name] for name in plan.labels]
+    rng = plan.rng
+    roll = rng.random()
+    count = 0 if roll < 0.55 else 1 if roll < 0.85 else 2 if roll < 0.97 else 3
+    names = rng.sample(sorted(ids), count)
+    if "organic" in plan.flags and "Organic" not in names:
+        names.append("Organic")
+    return [ids[name] for name in names]
