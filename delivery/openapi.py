@@ -25,7 +25,8 @@ _CHECKS = {
             "type": "object", "required": ["check_type", "key", "status"],
             "properties": {"check_type": {"type": "string", "description": "The check's category."},
                            "key": {"type": "string"},
-                           "status": {"type": "string", "description": "pending, passed, failed, skipped or warning."}}}},
+                           "status": {"type": "string",
+                                      "description": "pending, passed, failed, skipped or warning."}}}},
     },
     "required": ["summary", "results"],
 }

@@ -25,7 +25,7 @@ RETENTION = timedelta(days=30)
 
 
 def next_attempt_at(attempt, attempted_at, max_attempts=MAX_ATTEMPTS):
-    """When attempt number `attempt + 1` is due after attempt `attempt` failed at `attempted_at`; None when none is left."""
+    """When the attempt after a failed attempt number `attempt` (at `attempted_at`) is due; None when none is left."""
     if attempt >= min(max_attempts, MAX_ATTEMPTS):
         return None
     return attempted_at + SCHEDULE[attempt]

@@ -44,7 +44,14 @@ def render_pending(conn, now, limit=RENDER_BATCH, event_ids=None):
     """Render and fan out up to `limit` waiting events in the caller's transaction; returns how many."""
     claimed = events.claim_unrendered(conn, limit, event_ids)
     renderer = Renderer(conn)
-    rendered = [(event["id"], *renderer.render(event)) for event in claimed]
+    rendered = []
+    for event in claimed:
+        try:
+            rendered.append((event["id"], *renderer.render(event)))
+        except (ValueError, TypeError, KeyError, AttributeError):
+            # A row the serialiser cannot handle must not stall every later event: skip it, loudly.
+            log.exception("cannot render event event_id=msg_%s type=%s; skipped", event["id"], event["type"])
+            rendered.append((event["id"], None, None))
     events.store_rendered(conn, rendered, now)
     return len(claimed)
 
@@ -170,6 +177,10 @@ class Dispatcher:
     def notify_disabled(self):
         """E-mail the admins and owners of each organization whose endpoint the 3-day rule disabled."""
         if not self.settings.smtp_host:
+            with self.conn:
+                for endpoint in webhook_deliveries.claim_unnotified(self.conn):
+                    log.warning("endpoint disabled but SHIPTRACK_SMTP_HOST is not set; admins not e-mailed "
+                                "endpoint_id=whe_%s", endpoint["id"])
             return
         with self.conn:
             for endpoint in webhook_deliveries.claim_unnotified(self.conn):

@@ -1,4 +1,5 @@
 """What counts as delivered: statuses, redirects, the 10 s / 15 s deadlines, the 2 KB reply, TLS."""
+import ipaddress
 import socket
 import time
 
@@ -122,3 +123,23 @@ def test_keep_alive_connections_are_reused(receiver, ca_bundle):
         assert sum(len(pool) for pool in sender._idle.values()) == 1
     finally:
         sender.close()
+
+
+def test_one_lookup_per_attempt_and_the_connection_uses_its_answer(receiver, ca_bundle):
+    """The sender connects to the address the guard checked: no second lookup can redirect it."""
+    lookups = []
+
+    def rebinding(host, port):
+        lookups.append(host)
+        # First answer: the receiver. Any later lookup would point at a closed port's host.
+        return [ipaddress.ip_address("127.0.0.1" if len(lookups) == 1 else "127.0.0.2")]
+
+    settings = Settings(database_url="unused", allowed_networks=["127.0.0.0/8"], ca_bundle=ca_bundle)
+    sender = settings.make_sender(rebinding)
+    row = {"url": receiver.url("/ok"), "secret": signing.new_secret(), "event_id": 7, "body": BODY}
+    try:
+        outcome = send_row(sender, row).outcome
+    finally:
+        sender.close()
+    assert lookups == ["receiver.test"]
+    assert outcome.succeeded and outcome.address == "127.0.0.1"

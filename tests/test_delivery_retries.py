@@ -106,3 +106,28 @@ def test_success_on_a_retry_stops_the_schedule(conn, receiver, settings):
     run_pass(settings, clock)
     assert len(receiver.requests) == 2
     assert _deliveries(conn)[0]["state"] == "succeeded"
+
+
+def test_retention_deletes_attempts_older_than_30_days(conn, receiver, settings):
+    org = make_org(conn, "acme")
+    sid = make_shipment(conn, org)
+    add_endpoint(conn, org, receiver.url("/ok"))
+    _change_status(conn, sid, "validated")
+    clock = Clock(datetime.now(timezone.utc))
+    run_pass(settings, clock)
+    with conn.cursor() as cur:
+        cur.execute("INSERT INTO webhook_attempts (delivery_id, endpoint_id, event_id, attempt, reason, "
+                    "attempted_at, duration_ms, succeeded) SELECT id, endpoint_id, event_id, 1, 'scheduled', "
+                    "%s, 5, true FROM webhook_deliveries", (clock.now - timedelta(days=30, seconds=1),))
+        cur.execute("SELECT count(*) FROM webhook_attempts")
+        assert cur.fetchone()["count"] == 2
+    run_pass(settings, clock)
+    with conn.cursor() as cur:
+        cur.execute("SELECT attempted_at FROM webhook_attempts")
+        assert [r["attempted_at"] > clock.now - timedelta(days=1) for r in cur.fetchall()] == [True]
+    clock.advance(days=30, seconds=1)
+    run_pass(settings, clock)
+    with conn.cursor() as cur:
+        cur.execute("SELECT (SELECT count(*) FROM webhook_attempts) AS attempts, "
+                    "(SELECT count(*) FROM events) AS events")
+        assert cur.fetchone() == {"attempts": 0, "events": 0}

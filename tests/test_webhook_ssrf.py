@@ -63,7 +63,8 @@ def _fake_dns(answers):
 
 def test_host_name_resolving_to_a_private_address():
     with pytest.raises(ssrf.RefusedUrl) as refused:
-        ssrf.check_url("https://hooks.customer.example/in", resolver=_fake_dns({"hooks.customer.example": ["10.0.0.7"]}))
+        ssrf.check_url("https://hooks.customer.example/in",
+                       resolver=_fake_dns({"hooks.customer.example": ["10.0.0.7"]}))
     assert str(refused.value).startswith("host hooks.customer.example resolves to 10.0.0.7, a private address")
 
 
