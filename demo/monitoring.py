@@ -4,19 +4,20 @@ from datetime import timedelta
 from demo import catalog
 from demo.plans import DAY, HOUR
 from demo.tracking import MINUTE
+from models.free_time_rules import last_free_day
 
 CHECK_TITLES = {key: (category, title) for key, category, title in catalog.CHECKS}
 
 
 def demurrage_days_left(plan):
     """Days left of the running demurrage clocks (discharge day counts as the first free day)."""
-    now, free_days = plan.org.now, plan.free_days[0]
+    now, (free_days, _detention, basis) = plan.org.now, plan.free_days
     if plan.mode != "ocean" or free_days is None or plan.terms_source == "unknown":
         return []
     left = []
     for discharge, gate_out in zip(plan.discharge, plan.gate_out):
         if discharge is not None and discharge <= now and (gate_out is None or gate_out > now):
-            left.append((discharge.date() + timedelta(days=free_days - 1) - now.date()).days)
+            left.append((last_free_day(discharge.date(), free_days, basis) - now.date()).days)
     return left
 
 

@@ -8,6 +8,7 @@ from datetime import datetime, time, timedelta, timezone
 
 from demo import catalog
 from demo.plans import DAY, HOUR, Plan, choose_parties, plan_route, set_carrier, set_ocean_route
+from models.free_time_rules import last_free_day
 
 # Free-time situations and their sources (ocean shipments at the terminal or gated out).
 _FREE_TIME = [
@@ -105,11 +106,21 @@ def _day(plan, offset, hour):
     return datetime.combine(day, time(hour), tzinfo=timezone.utc)
 
 
+def _elapsed(plan, free_days, basis, days_left):
+    """Days since the clock started such that `days_left` free days remain (the start day is the first)."""
+    today = plan.org.now.date()
+    for elapsed in range(0, 400):
+        start = today - timedelta(days=elapsed)
+        if (last_free_day(start, free_days, basis) - today).days <= days_left:
+            return elapsed
+    return 0
+
+
 def _pin_ocean(plan, spec):
     rng, now = plan.rng, plan.org.now
     plan.terms_source = spec.get("source", "carrier")
     set_carrier(plan, spec.get("carrier", "Maersk"))
-    dem, det, _ = plan.free_days
+    dem, det, basis = plan.free_days
     transit = plan.lane.transit_days * DAY
     phase, n = spec["phase"], spec.get("containers", 1)
     discharge = gate_out = empty_return = None
@@ -124,12 +135,10 @@ def _pin_ocean(plan, spec):
     elif phase == "arrived":
         arrival, discharge = now - 6 * HOUR, now + 20 * HOUR
     elif phase == "at_terminal":
-        # The discharge day is the first free day, so the last one is discharge + free days - 1.
-        elapsed = (dem or 7) - 1 - spec["days_left"]
-        discharge = _day(plan, -elapsed, 7)
+        discharge = _day(plan, -_elapsed(plan, dem or 7, basis, spec["days_left"]), 7)
         arrival = discharge - 14 * HOUR
     elif phase == "gated_out":
-        gate_out = _day(plan, -((det or 10) - 1 - spec["detention_left"]), 10)
+        gate_out = _day(plan, -_elapsed(plan, det or 10, basis, spec["detention_left"]), 10)
         discharge = gate_out - 3 * DAY
         arrival = discharge - 12 * HOUR
     else:  # returned

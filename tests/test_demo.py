@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from models import db
+from tests import factories
 from tests.conftest import _PREFIX, _admin, _with_database
 
 
@@ -185,20 +186,26 @@ def test_files_are_written_under_storage_dir(seeded, conn):
 
 
 def test_free_time_situations(seeded, conn):
-    """Running demurrage clocks with 5, 2, 1 and 0 days left and overdue, from each source of terms."""
-    left = values(conn, f"""
-        SELECT (e.occurred_at::date + coalesce(s.demurrage_free_days, n.demurrage_free_days, t.demurrage_free_days)
-                - 1 - current_date)
-          FROM shipments s
-          JOIN tracking_events e ON e.shipment_id = s.id AND e.milestone = 'discharged' AND e.actual
-          LEFT JOIN LATERAL (SELECT demurrage_free_days FROM arrival_notices a WHERE a.shipment_id = s.id
-                              ORDER BY received_at DESC LIMIT 1) n ON true
-          LEFT JOIN carrier_terms t ON t.organization_id = s.organization_id AND lower(t.carrier) = lower(s.carrier_name)
-         WHERE s.organization_id = {ACME} AND NOT EXISTS (
-               SELECT 1 FROM tracking_events g WHERE g.shipment_id = s.id AND g.milestone = 'gate_out'
-                  AND g.container_number = e.container_number AND g.occurred_at <= now())""")
-    assert {5, 2, 1, 0, -1, -3} <= left
-    assert None in left  # unknown terms
+    """Through the API: clocks in every situation, each source of free days, at-risk shipments due and overdue."""
+    token = factories.make_token(conn, scalar(conn, ACME))
+    client = seeded.test_client()
+    summaries = []
+    for shipment_id in values(conn, f"SELECT id FROM shipments WHERE organization_id = {ACME} AND transport_type = 'ocean' "
+                                    "AND NOT awaiting_approval AND NOT owned_elsewhere"):
+        response = client.get(f"/shipments/shp_{shipment_id}/free_time", headers=factories.auth(token))
+        assert response.status_code == 200
+        summaries.append(response.get_json())
+    clocks = [c for s in summaries for c in s["demurrage"] + s["detention"]]
+    assert {("demurrage", "not_started"), ("demurrage", "running"), ("demurrage", "stopped"),
+            ("detention", "running")} <= {(c["kind"], c["state"]) for c in clocks}
+    assert {"shipment", "arrival_notice", "carrier"} <= {c["free_days_source"] for c in clocks}
+    assert any(s["terms_unknown"] for s in summaries)
+    running = {c["days_left"] for c in clocks
+               if c["kind"] == "demurrage" and c["ended_on"] is None and c["days_left"] is not None}
+    assert {5, 2, 1, 0} <= running and min(running) < 0
+    at_risk = client.get("/free_time/at_risk", headers=factories.auth(token)).get_json()["data"]
+    left = [s["active_clock"]["days_left"] for s in at_risk]
+    assert {2, 1, 0} <= set(left) and min(left) < 0
 
 
 def test_seed_twice_and_reset(app, database_url):
