@@ -11,7 +11,7 @@ from demo.plans import plan_natural
 from demo.showcase import SHOWCASE, plan_showcase
 from models import db
 
-# Shipments per batch; fixed, because each batch has its own random stream.
+# Shipments per batch; each batch has its own random stream, so the same size gives the same data.
 BATCH_SIZE = 2000
 # Past this index shipments get fewer children, so a million shipments load in minutes.
 FULL_DETAIL_LIMIT = 5000
@@ -23,13 +23,13 @@ DROP_HISTORY_EVENTS = "DELETE FROM events WHERE txid = txid_current() AND organi
 
 
 def load_batch(conn, org, seed_value, start):
-    """Plan, build and load the shipments [start, start + BATCH_SIZE); returns ids of those to move live."""
+    """Plan, build and load the shipments [start, start + batch size); returns ids of those to move live."""
     showcase = SHOWCASE[org.slug][:org.count]
     first_showcase = org.count - len(showcase)
     rng = random.Random(f"{seed_value}/{org.slug}/{start}")
     batch = bulk.Batch()
     plans = []
-    for index in range(start, min(start + BATCH_SIZE, org.count)):
+    for index in range(start, min(start + org.batch_size, org.count)):
         if index >= first_showcase:
             plan = plan_showcase(org, index, rng, showcase[index - first_showcase])
         else:
@@ -50,14 +50,15 @@ def load_batch(conn, org, seed_value, start):
 
 def load_all(url, conn, org, seed_value, workers, echo):
     """Load every batch of the organization; returns the ids of shipments to move live."""
-    starts = list(range(0, org.count, BATCH_SIZE))
+    starts = list(range(0, org.count, org.batch_size))
     live = []
     if workers <= 1 or len(starts) <= 1:
         for done, start in enumerate(starts, start=1):
             live += load_batch(conn, org, seed_value, start)
             _progress(org, done, len(starts), echo)
         return live
-    context = multiprocessing.get_context("fork")
+    # spawn, not fork: a forked child would share (and on exit close) the parent's connection.
+    context = multiprocessing.get_context("spawn")
     with context.Pool(workers, initializer=_start_worker, initargs=(url, org, seed_value)) as pool:
         for done, ids in enumerate(pool.imap_unordered(_run_batch, starts), start=1):
             live += ids
@@ -67,7 +68,7 @@ def load_all(url, conn, org, seed_value, workers, echo):
 
 def _progress(org, done, total, echo):
     if total > 1:
-        echo(f"{org.slug}: {min(done * BATCH_SIZE, org.count)}/{org.count} shipments")
+        echo(f"{org.slug}: {min(done * org.batch_size, org.count)}/{org.count} shipments")
 
 
 _worker = {}

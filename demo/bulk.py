@@ -177,11 +177,6 @@ _FORMATS = {
 }
 
 
-def _text(value):
-    """A value in COPY text format."""
-    return _FORMATS[type(value)](value)
-
-
 # Trigram (GIN) indexes of the tables the seed fills: a large load drops them and builds them
 # once at the end, which is many times faster than growing them row by row.  schema.sql
 # creates them again too (`flask db init`), should a load die before rebuilding them.

@@ -133,7 +133,8 @@ def add_loose_pallets(batch, plan):
     container = plan.container_ids[0] if plan.container_ids else None
     line = {"line_index": 1, "produce_name": produce.name, "produce_type": "Conventional",
             "variety": produce.varieties[0], "calibre": produce.calibres[0], "quality_category": "Class II",
-            "pack_format": catalog.PACK_FORMATS[produce.box_kg], "label": "", "ggn": "", "organic": False, "box_count": 40,
+            "pack_format": catalog.PACK_FORMATS[produce.box_kg], "label": "", "ggn": "", "organic": False,
+            "box_count": 40,
             "box_weight_kg": produce.box_kg, "net_weight_kg": round(40 * produce.box_kg, 3),
             "gross_weight_kg": round(40 * produce.box_kg + 49, 3)}
     _add_pallet(batch, plan, {"pallet_number": f"LOOSE-{plan.index}", "lines": [line]}, None, container)

@@ -25,6 +25,8 @@ RETURNING id, name"""
 # carrier_terms: free days agreed with a carrier.
 INSERT_TERMS = """INSERT INTO carrier_terms (organization_id, carrier, demurrage_free_days, detention_free_days,
 free_days_basis) VALUES (%(org)s, %(carrier)s, %(dem)s, %(det)s, %(basis)s)"""
+# Fresh planner statistics for the tables the seed filled.
+ANALYZE = "ANALYZE " + ", ".join(t.name for t in bulk.TABLES)
 # A live ETA change after loading, so the trigger's own revisions (and events) appear too.
 MOVE_ETA = "UPDATE shipments SET eta = eta + %(by)s * interval '1 minute' WHERE id = %(id)s"
 
@@ -38,50 +40,61 @@ class Org:
         self.storage_dir, self.shared_files = storage_dir, {}
         self.file_limit = FILE_LIMIT
         self.reference_offset = 0
+        self.batch_size = batches.BATCH_SIZE
         self.label_ids = {}
 
 
-def seed(url, storage_dir, shipments_count=300, other_count=40, seed_value=1, reset=False, workers=1, echo=print):
+class Options:
+    """What `demo seed` was asked for."""
+
+    def __init__(self, shipments=300, others=40, seed_value=1, reset=False, workers=1, now=None,
+                 batch_size=batches.BATCH_SIZE):
+        self.counts, self.seed_value, self.reset, self.workers = (shipments, others), seed_value, reset, workers
+        self.now = now or datetime.now(timezone.utc).replace(second=0, microsecond=0)
+        self.batch_size = batch_size
+
+
+def seed(url, storage_dir, options, echo=print):
     """Create the demo organizations and their shipments; returns per-organization row counts."""
     conn = db.connect(url)
     try:
-        return _seed(url, conn, storage_dir, (shipments_count, other_count), seed_value, reset, workers, echo)
+        _reference_rows(conn)
+        results = {}
+        for (slug, name), count in zip(ORGANIZATIONS, options.counts):
+            existing = organizations.get_organization_by_slug(conn, slug)
+            if existing and not options.reset:
+                echo(f"{slug}: already exists, left unchanged (use --reset to recreate it)")
+                continue
+            if existing:
+                started = time.monotonic()
+                demo_reset.delete_organization(conn, existing["id"])
+                echo(f"{slug}: deleted in {time.monotonic() - started:.1f}s")
+                shutil.rmtree(Path(storage_dir) / "demo" / slug, ignore_errors=True)
+            conn.commit()
+            started = time.monotonic()
+            results[slug] = _organization_with_shipments(url, conn, storage_dir, slug, name, count, options, echo)
+            echo(f"{slug}: {count} shipments in {time.monotonic() - started:.1f}s")
+        with conn.cursor() as cur:
+            cur.execute(ANALYZE)
+        conn.commit()
+        return results
     finally:
         conn.close()
 
 
-def _seed(url, conn, storage_dir, counts, seed_value, reset, workers, echo):
-    now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
-    _reference_rows(conn)
-    results = {}
-    for (slug, name), count in zip(ORGANIZATIONS, counts):
-        existing = organizations.get_organization_by_slug(conn, slug)
-        if existing and not reset:
-            echo(f"{slug}: already exists, left unchanged (use --reset to recreate it)")
-            continue
-        if existing:
-            started = time.monotonic()
-            demo_reset.delete_organization(conn, existing["id"])
-            echo(f"{slug}: deleted in {time.monotonic() - started:.1f}s")
-            shutil.rmtree(Path(storage_dir) / "demo" / slug, ignore_errors=True)
-        conn.commit()
-        started = time.monotonic()
-        org = Org(_organization(conn, slug, name), slug, count, now, storage_dir)
-        _settings(conn, org)
-        conn.commit()
-        try:
-            results[slug] = _shipments(url, conn, org, seed_value, workers, echo)
-        except BaseException:
-            # Batches commit as they go: take a half-loaded organization away again.
-            conn.rollback()
-            demo_reset.delete_organization(conn, org.id)
-            conn.commit()
-            raise
-        echo(f"{slug}: {count} shipments in {time.monotonic() - started:.1f}s")
-    with conn.cursor() as cur:
-        cur.execute("ANALYZE")
+def _organization_with_shipments(url, conn, storage_dir, slug, name, count, options, echo):
+    org = Org(_organization(conn, slug, name), slug, count, options.now, storage_dir)
+    org.batch_size = options.batch_size
+    _settings(conn, org)
     conn.commit()
-    return results
+    try:
+        return _shipments(url, conn, org, options.seed_value, options.workers, echo)
+    except BaseException:
+        # Batches commit as they go: take a half-loaded organization away again.
+        conn.rollback()
+        demo_reset.delete_organization(conn, org.id)
+        conn.commit()
+        raise
 
 
 def _reference_rows(conn):

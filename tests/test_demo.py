@@ -101,7 +101,8 @@ def test_every_value_appears(seeded, conn, statement, expected):
 
 # Edges: a count query over acme that must be positive.
 EDGES = {
-    "archived": "SELECT count(*) FROM shipments WHERE organization_id = {acme} AND archived AND archived_at IS NOT NULL",
+    "archived": "SELECT count(*) FROM shipments WHERE organization_id = {acme} "
+                "AND archived AND archived_at IS NOT NULL",
     "awaiting approval": "SELECT count(*) FROM shipments WHERE organization_id = {acme} AND awaiting_approval",
     "someone else's": "SELECT count(*) FROM shipments WHERE organization_id = {acme} AND owned_elsewhere",
     "no eta at all": "SELECT count(*) FROM shipments WHERE organization_id = {acme} AND effective_eta IS NULL",
@@ -190,8 +191,9 @@ def test_free_time_situations(seeded, conn):
     token = factories.make_token(conn, scalar(conn, ACME))
     client = seeded.test_client()
     summaries = []
-    for shipment_id in values(conn, f"SELECT id FROM shipments WHERE organization_id = {ACME} AND transport_type = 'ocean' "
-                                    "AND NOT awaiting_approval AND NOT owned_elsewhere"):
+    ocean = values(conn, f"SELECT id FROM shipments WHERE organization_id = {ACME} AND transport_type = 'ocean' "
+                         "AND NOT awaiting_approval AND NOT owned_elsewhere")
+    for shipment_id in ocean:
         response = client.get(f"/shipments/shp_{shipment_id}/free_time", headers=factories.auth(token))
         assert response.status_code == 200
         summaries.append(response.get_json())
@@ -231,3 +233,23 @@ def test_second_seed_says_it_left_the_data(app):
     again = runner.invoke(args=["demo", "seed", "--shipments", "5", "--globex-shipments", "0"])
     assert again.exit_code == 0, again.output
     assert "acme: already exists, left unchanged" in again.output
+
+
+def test_same_data_whatever_the_number_of_workers(app, database_url):
+    """Two batches loaded by one process or by two worker processes give the same shipments."""
+    runner = app.test_cli_runner()
+    digests = []
+    for workers in ("1", "2"):
+        result = runner.invoke(args=["demo", "seed", "--shipments", "150", "--globex-shipments", "0", "--batch-size",
+                                     "50", "--workers", workers, "--reset", "--now", "2026-03-01T12:00"])
+        assert result.exit_code == 0, result.output
+        connection = db.connect(database_url)
+        try:
+            digests.append(scalar(connection, """
+                SELECT md5(string_agg(line, ',' ORDER BY line)) FROM (
+                  SELECT concat_ws('|', s.erp_reference, s.transport_reference, s.status, s.eta, s.created_at,
+                                   (SELECT count(*) FROM packing_lines l WHERE l.shipment_id = s.id)) AS line
+                    FROM shipments s) lines"""))
+        finally:
+            connection.close()
+    assert digests[0] == digests[1]
