@@ -25,7 +25,11 @@ def _settings():
 def _check_url(url):
     settings = _settings()
     try:
-        ssrf.check_url(url, settings.service_domain, ssrf.allowed_networks(settings.allowed_networks))
+        allowed = ssrf.allowed_networks(settings.allowed_networks)
+    except ValueError as error:  # a misconfigured allow-list is the operator's error, not the URL's
+        raise click.ClickException(str(error)) from None
+    try:
+        ssrf.check_url(url, settings.service_domain, allowed)
     except ssrf.RefusedUrl as refusal:
         raise click.BadParameter(str(refusal), param_hint="--url") from None
 
