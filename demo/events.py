@@ -48,6 +48,14 @@ def container_rows(plan, vessel):
     return rows
 
 
+def lifecycle_event(milestone, at):
+    """A shipment-wide lifecycle event (eta_revised, untracked): no place, vessel or container."""
+    return {"milestone": milestone, "actual": True, "occurred_at": at, "occurred_at_offset_minutes": None,
+            "container_number": None, "leg_index": None, "location_name": None, "location_code": None,
+            "location_country_code": None, "vessel_name": None, "vessel_imo": None, "vessel_voyage": None,
+            "flight_number": None, "latitude": None, "longitude": None, "created_at": at}
+
+
 def _place(prefix, place):
     return {f"{prefix}_location": place.name, f"{prefix}_country": place.country, f"{prefix}_timezone": tz(place)}
 
@@ -60,10 +68,11 @@ def leg_rows(plan, transport_reference):
     else:
         carrier = plan.carrier.name if plan.mode == "ocean" else plan.airline.name
         stops = [plan.origin] + ([plan.via] if plan.via else []) + [plan.destination]
-        span = (plan.arrival - plan.etd) / (len(stops) - 1)
+        legs = len(stops) - 1
+        span = (plan.arrival - plan.etd) / legs
         # A transshipment waits about a day between the two legs.
-        gap = DAY if plan.via else 0 * DAY
-        hops = [(plan.mode, carrier, a, b, plan.etd + span * i, plan.etd + span * (i + 1) - gap)
+        hops = [(plan.mode, carrier, a, b, plan.etd + span * i,
+                 plan.etd + span * (i + 1) - (DAY if i < legs - 1 else 0 * DAY))
                 for i, (a, b) in enumerate(zip(stops, stops[1:]))]
         if plan.mode == "ocean" and plan.on_carriage and warehouse.name != plan.destination.name:
             leave = plan.arrival + 2 * DAY

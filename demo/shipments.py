@@ -22,8 +22,7 @@ def add_shipment(batch, plan):
     if state == "available":
         timeline = events.ocean_events(plan, vessel_pair) if plan.mode == "ocean" else events.air_events(plan)
         if halted == "dropped":
-            timeline.append({**timeline[-1], "milestone": "untracked", "actual": True,
-                             "occurred_at": now - rng.uniform(1, 4) * DAY, "container_number": None})
+            timeline.append(events.lifecycle_event("untracked", now - rng.uniform(1, 4) * DAY))
     actual = [e for e in timeline if e["actual"] and e["occurred_at"] is not None]
     last = max(((e["milestone"], e["occurred_at"]) for e in actual), key=lambda m: m[1], default=None)
     plan.last_tracked_at, carrier_updated_at, tracking_status = tracking.tracking_times(plan, state, last)
@@ -31,8 +30,7 @@ def add_shipment(batch, plan):
     if state == "available" and len(history) > 1 and not history[-1][4]:
         for observed, previous, _new, _first, _backfilled in history[1:]:
             if rng.random() < 0.5:
-                timeline.append({**timeline[0], "milestone": "eta_revised", "occurred_at": observed,
-                                 "created_at": observed, "container_number": None})
+                timeline.append(events.lifecycle_event("eta_revised", observed))
     columns = _shipment_columns(plan, state, transport_reference, history, tracking_status, carrier_updated_at)
     plan.reference, plan.temperature = columns["reference"], columns["temperature_celsius"]
     plan.transport_reference_input = transport_reference

@@ -146,7 +146,7 @@ def _pin_ocean(plan, spec):
         arrival = discharge - 12 * HOUR
     if phase not in ("planned", "sailing", "arriving"):
         etd = arrival - transit
-    created = min(now - 2 * DAY, etd - 6 * DAY)
+    created = min(now - 2 * DAY, etd - 6 * DAY) - rng.uniform(0, 5) * HOUR
     set_ocean_route(plan, created, etd, arrival, n)
     plan.via = catalog.PORTS[catalog.TRANSSHIPMENT_PORTS[plan.lane.country]] if spec.get("via") else None
     plan.on_carriage = spec.get("on_carriage", False)
