@@ -44,7 +44,11 @@ class LocalDateTime(fields.DateTime):
 
 def enum(values, description, **kwargs):
     """A string field documented with its known values (clients must accept others too)."""
-    return fields.String(metadata=doc(description, enum=list(values)), **kwargs)
+    known = list(values)
+    if kwargs.get("allow_none"):
+        # JSON Schema checks `enum` after `type`: a nullable field must list null among its values.
+        known.append(None)
+    return fields.String(metadata=doc(description, enum=known), **kwargs)
 
 
 def nullable_string(description):

@@ -1,0 +1,66 @@
+"""Every response the API gives on the demo data validates against the schemas of /openapi.json."""
+import jsonschema
+import pytest
+
+from models import tokens
+from tests.test_params import module_database
+
+PAGES = ["/organization", "/shipments?limit=100", "/shipments?limit=100&archived=true",
+         "/alerts?limit=100", "/checks?limit=100&status=pending,passed,failed,skipped,warning",
+         "/free_time/at_risk"]
+PER_SHIPMENT = ["/shipments/{id}", "/shipments/{id}/timeline", "/shipments/{id}/free_time",
+                "/shipments/{id}/documents", "/shipments/{id}/packing_lists"]
+
+
+@pytest.fixture(scope="module")
+def demo(server_url, template_database, tmp_path_factory):
+    """The demo data (a small acme), an app on it and an owner's token."""
+    with module_database(server_url, template_database) as (conn, app):
+        app.config["STORAGE_DIR"] = str(tmp_path_factory.mktemp("storage"))
+        result = app.test_cli_runner().invoke(args=["demo", "seed", "--shipments", "300",
+                                                    "--globex-shipments", "0"])
+        assert result.exit_code == 0, result.output
+        with conn.cursor() as cur:
+            cur.execute("""SELECT m.organization_id, m.user_id FROM memberships m JOIN users u ON u.id = m.user_id
+                            WHERE u.email = 'owner@acme.example'""")
+            member = cur.fetchone()
+        value, _row = tokens.create_token(conn, member["organization_id"], member["user_id"], "schema", "never")
+        yield conn, app.test_client(), {"Authorization": f"Bearer {value}"}
+
+
+def _validator(document, path):
+    """A JSON Schema validator for the 200 response of `path` in the OpenAPI document."""
+    schema = document["paths"][path]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+    resolver_doc = {**schema, "components": document["components"]}
+    return jsonschema.Draft202012Validator(resolver_doc)
+
+
+def _check(client, headers, document, path, template):
+    response = client.get(path, headers=headers)
+    assert response.status_code == 200, (path, response.json)
+    errors = sorted(_validator(document, template).iter_errors(response.json), key=str)
+    assert not errors, (path, [f"{list(e.absolute_path)}: {e.message}" for e in errors[:5]])
+    return response.json
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_lists_and_organization_match_the_description(demo, path):
+    _conn, client, headers = demo
+    document = client.get("/openapi.json").json
+    body = _check(client, headers, document, path, path.split("?")[0])
+    assert body.get("data", [body]) != []
+
+
+def test_every_shipment_and_its_resources_match_the_description(demo):
+    conn, client, headers = demo
+    document = client.get("/openapi.json").json
+    templates = {path: next(p for p in document["paths"] if p.replace("{shipment_id}", "{id}") == path)
+                 for path in PER_SHIPMENT}
+    with conn.cursor() as cur:
+        cur.execute("SELECT id FROM shipments WHERE NOT awaiting_approval AND NOT owned_elsewhere "
+                    "AND organization_id = (SELECT id FROM organizations WHERE slug = 'acme') ORDER BY id")
+        ids = [row["id"] for row in cur.fetchall()]
+    assert len(ids) >= 250
+    for shipment_id in ids:
+        for path in PER_SHIPMENT:
+            _check(client, headers, document, path.replace("{id}", f"shp_{shipment_id}"), templates[path])
