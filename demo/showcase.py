@@ -13,7 +13,7 @@ from models.free_time_rules import last_free_day
 # Free-time situations and their sources (ocean shipments at the terminal or gated out).
 _FREE_TIME = [
     dict(phase="at_terminal", days_left=5, source="carrier", carrier="Maersk", labels=["Rotterdam hub"]),
-    dict(phase="at_terminal", days_left=2, source="shipment", carrier="Maersk", flags={"live_update"}),
+    dict(phase="at_terminal", days_left=2, source="shipment", carrier="Maersk"),
     dict(phase="at_terminal", days_left=1, source="notice", carrier="ONE", flags={"second_notice"}),
     dict(phase="at_terminal", days_left=0, source="carrier", carrier="MSC", labels=["Urgent"]),
     dict(phase="at_terminal", days_left=-3, source="carrier", carrier="Hapag-Lloyd", labels=["Urgent", "Claims"]),
@@ -35,7 +35,7 @@ _FREE_TIME = [
 # Tracking, references, ETAs and hidden shipments.
 _TRACKING = [
     dict(phase="sailing", via=True, on_carriage=True, revisions=5, labels=["Key account FreshMart"]),
-    dict(phase="arriving", predicted=True, revisions=2, flags={"rollover"}),
+    dict(phase="arriving", predicted=True, revisions=2, flags={"rollover", "live_update"}),
     dict(phase="sailing", eta_style="container_only", containers=2),
     dict(phase="planned", status="validated", tracking=("not_started", None, None)),
     dict(phase="planned", status="draft", tracking=("pending", None, None), flags={"parse_pending"}),
