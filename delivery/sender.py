@@ -1,18 +1,32 @@
-"""HTTPS POST of one signed webhook to the checked address, with the spec's deadlines.
+"""HTTPS POST of one signed webhook to the checked address, with the spec's deadlines, on `requests`.
 
 The TCP connection goes to the address the SSRF guard checked; TLS is verified
 against the URL's host name (SNI and certificate), so no second DNS lookup can
-redirect the request.  Connections are kept alive per (address, host) and reused.
+redirect the request.  requests/urllib3 keep connections alive per (address, host).
+
+How that is done with requests (2.32+, urllib3 2.x):
+
+- the request goes to `https://<checked address>:<port><path>` with a `Host`
+  header of the real host; `_PinnedAdapter.build_connection_pool_key_attributes`
+  adds `server_hostname` and `assert_hostname` (the real host) to the pool key,
+  so urllib3 sends SNI for, and checks the certificate against, the host name;
+- requests' timeouts bound each socket operation, not the attempt, so
+  `_DeadlineConnection` (the pools' connection class) hands its socket to the
+  WATCHDOG at the attempt's deadline, which travels in a threading.local.
 """
 import http.client
+import http.cookiejar
 import socket
 import ssl
 import threading
 import time
-from collections import deque
 from dataclasses import dataclass
 
 import certifi
+import requests
+import urllib3
+from requests.adapters import HTTPAdapter
+from urllib3.util import SKIP_HEADER
 
 from delivery import signing, ssrf
 from delivery.watchdog import WATCHDOG
@@ -21,6 +35,16 @@ ANSWER_SECONDS = 10.0   # a 2xx status must arrive within this
 TOTAL_SECONDS = 15.0    # the sender stops waiting after this, in all
 KEEP_BYTES = 2048       # only the first 2 KB of a reply is read and kept
 IDLE_SECONDS = 20.0     # an idle kept-alive connection older than this is not reused
+POOL_HOSTS = 1024       # (address, host) pools kept; the least recently used beyond this is closed
+POOL_SIZE = 128         # idle connections kept per (address, host): the default worker count
+# Socket timeouts are only a backstop behind the watchdog once the socket is watched,
+# so that the deadline is reported as such, not as a socket timeout that raced it.
+BACKSTOP_SECONDS = 1.0
+
+# Errors of a kept-alive connection the receiver had closed: the request is tried again on a fresh one.
+_STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
+
+_local = threading.local()
 
 
 @dataclass
@@ -35,18 +59,142 @@ class Outcome:
     duration_ms: int
 
 
+class _Attempt:
+    """One try of one request in this thread: its target, deadline and watched sockets."""
+
+    def __init__(self, target, deadline):
+        self.target, self.deadline = target, deadline
+        self.watches = []
+        self.fired = False
+        self.reused = False
+
+    def watch(self, sock):
+        if sock is not None and not any(w.sock is sock and w.active for w in self.watches):
+            self.watches.append(WATCHDOG.watch(sock, self.deadline))
+
+    def release(self, sock):
+        """Stop watching `sock` (its connection goes back to the pool); True when the deadline had cut it."""
+        cut = False
+        for entry in self.watches:
+            if entry.sock is sock and entry.active:
+                cut = WATCHDOG.cancel(entry) or cut
+        self.fired = self.fired or cut
+        return cut
+
+    def finish(self):
+        """Stop watching everything; True when the deadline cut this attempt."""
+        for entry in self.watches:
+            self.fired = WATCHDOG.cancel(entry) or self.fired
+        self.watches.clear()
+        return self.fired
+
+
+def _current():
+    return getattr(_local, "attempt", None)
+
+
+class _DeadlineConnection(urllib3.connection.HTTPSConnection):
+    """A urllib3 HTTPS connection whose socket the watchdog cuts at the attempt's deadline."""
+
+    exchanges = 0   # requests sent since this connection was (re)connected
+
+    def _new_conn(self):
+        sock = super()._new_conn()
+        attempt = _current()
+        if attempt is not None:
+            # The TLS handshake is bounded as a whole by the socket timeout (CPython's
+            # do_handshake keeps one deadline), so it also ends at the attempt's deadline.
+            sock.settimeout(max(0.001, attempt.deadline - time.monotonic()))
+        return sock
+
+    def connect(self):
+        self.exchanges = 0
+        super().connect()
+        attempt = _current()
+        if attempt is not None:
+            attempt.watch(self.sock)
+
+    def request(self, *args, **kwargs):
+        attempt = _current()
+        if attempt is not None:
+            attempt.reused = self.exchanges > 0
+            attempt.watch(self.sock)
+        self.exchanges += 1
+        return super().request(*args, **kwargs)
+
+
+class _DeadlinePool(urllib3.HTTPSConnectionPool):
+    """urllib3's HTTPS pool with `_DeadlineConnection`s, not reusing connections idle for IDLE_SECONDS."""
+
+    ConnectionCls = _DeadlineConnection
+
+    def _get_conn(self, timeout=None):
+        conn = super()._get_conn(timeout)
+        idle_since = getattr(conn, "idle_since", None)
+        if idle_since is not None and time.monotonic() - idle_since >= IDLE_SECONDS:
+            conn.close()  # reconnected before use
+        return conn
+
+    def _put_conn(self, conn):
+        attempt = _current()
+        if conn is not None:
+            # Unwatch before the connection can go to another thread; one the deadline cut is not kept.
+            if attempt is not None and attempt.release(conn.sock):
+                conn.close()
+            conn.idle_since = time.monotonic()
+        super()._put_conn(conn)
+
+
+class _PinnedAdapter(HTTPAdapter):
+    """Sends to the checked address only, with SNI and certificate checks against the real host name."""
+
+    def init_poolmanager(self, *args, **kwargs):
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {**self.poolmanager.pool_classes_by_scheme,
+                                                   "https": _DeadlinePool}
+
+    def build_connection_pool_key_attributes(self, request, verify, cert=None):
+        host_params, pool_kwargs = super().build_connection_pool_key_attributes(request, verify, cert)
+        attempt = _current()
+        if (attempt is None or host_params["scheme"] != "https"
+                or host_params["host"] != attempt.target.address):
+            raise requests.exceptions.InvalidURL(f"{request.url} is not the checked address of this attempt")
+        pool_kwargs["server_hostname"] = attempt.target.host
+        pool_kwargs["assert_hostname"] = attempt.target.host
+        return host_params, pool_kwargs
+
+
+class _Session(requests.Session):
+    """A requests Session with nothing of its own: no default headers, cookies, environment or redirects."""
+
+    def __init__(self, verify):
+        super().__init__()
+        self.headers.clear()
+        self.trust_env = False  # no proxies, netrc credentials or CA bundle from the environment
+        self.verify = verify
+        self.cookies.set_policy(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
+        self.adapters.clear()
+        self.mount("https://", _PinnedAdapter(pool_connections=POOL_HOSTS, pool_maxsize=POOL_SIZE))
+
+    def get_redirect_target(self, resp):
+        # Even with allow_redirects=False, requests reads a redirect's whole body to
+        # prepare `response.next`; never following means never looking for a target.
+        return None
+
+
 class Sender:
     """Sends webhook requests; thread-safe, one per process."""
 
     def __init__(self, ca_bundle=None, allowed_networks=(), service_domain=None,
                  answer_seconds=ANSWER_SECONDS, total_seconds=TOTAL_SECONDS, resolver=None):
-        self.context = ssl.create_default_context(cafile=ca_bundle or certifi.where())
+        verify = ca_bundle or certifi.where()
+        ssl.create_default_context(cafile=verify)  # a bad CA bundle setting fails here, not on every attempt
+        self.session = _Session(verify)
+        self.adapter = self.session.get_adapter("https://")
         self.allowed = ssrf.allowed_networks(allowed_networks)
         self.service_domain = service_domain
         self.answer_seconds, self.total_seconds = answer_seconds, total_seconds
         self.resolver = resolver
-        self._idle = {}
-        self._lock = threading.Lock()
 
     def check(self, url):
         """The checked Target for `url`, or ssrf.RefusedUrl."""
@@ -59,52 +207,50 @@ class Sender:
             target = self.check(url)
         except ssrf.RefusedUrl as refusal:
             return Outcome(False, None, f"refused: {refusal}", None, None, _ms(started))
-        headers = signing.headers(secret, message_id, timestamp, body)
-        host_header = target.host if target.port == 443 else f"{_bracket(target.host)}:{target.port}"
-        headers = {"Host": host_header, **headers, "Content-Length": str(len(body))}
-        reused = self._take_idle(target)
-        if reused is not None:
-            outcome = self._exchange(reused, target, headers, body, started, reused=True)
-            if outcome is not None:
-                return outcome
-        return self._exchange(None, target, headers, body, started, reused=False)
+        host = _bracket(target.host)
+        headers = {"Host": host if target.port == 443 else f"{host}:{target.port}",
+                   **signing.headers(secret, message_id, timestamp, body),
+                   "Accept-Encoding": SKIP_HEADER}  # http.client would add "Accept-Encoding: identity"
+        # requests adds Content-Length for the bytes body.
+        outcome = self._exchange(target, headers, body, started, may_retry=True)
+        if outcome is None:  # a kept-alive connection the receiver had closed: once more on a fresh one
+            outcome = self._exchange(target, headers, body, started, may_retry=False)
+        return outcome
 
-    def _exchange(self, conn, target, headers, body, started, reused):
+    def _exchange(self, target, headers, body, started, may_retry):
         deadline = started + self.total_seconds
-        watch = None
+        attempt = _local.attempt = _Attempt(target, deadline)
         try:
-            if conn is None:
-                conn = self._connect(target, deadline)
-            watch = WATCHDOG.watch(conn.sock, deadline)
-            conn.sock.settimeout(max(0.001, deadline - time.monotonic()))
-            conn.putrequest("POST", target.path, skip_host=True, skip_accept_encoding=True)
-            for name, value in headers.items():
-                conn.putheader(name, value)
-            conn.endheaders(body)
-            response = conn.getresponse()
-            answered = time.monotonic() - started
-        except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as error:
-            _close(conn)
-            if reused and not (watch and WATCHDOG.cancel(watch)):
-                return None  # a kept-alive connection the receiver had closed: retry on a fresh one
-            return self._failure(error, watch, target, started)
-        except (OSError, http.client.HTTPException) as error:
-            _close(conn)
-            return self._failure(error, watch, target, started)
-        kept, cut = _read_start(response)
-        fired = WATCHDOG.cancel(watch)
-        if cut or fired or not response.isclosed() or response.will_close:
-            _close(conn)  # unread reply (or cut): the connection cannot carry another request
-        else:
-            self._put_idle(target, conn)
-        return self._judge(response, answered, kept, target, started)
+            remaining = max(0.001, deadline - time.monotonic())
+            try:
+                response = self.session.post(
+                    f"https://{_bracket(target.address)}:{target.port}{target.path}",
+                    data=body, headers=headers, allow_redirects=False, stream=True,
+                    timeout=(remaining, remaining + BACKSTOP_SECONDS))
+                answered = time.monotonic() - started
+            except (requests.RequestException, urllib3.exceptions.HTTPError, OSError,
+                    http.client.HTTPException) as error:
+                fired = attempt.finish()
+                root = _root(error)
+                if may_retry and attempt.reused and not fired and isinstance(root, _STALE):
+                    return None
+                return self._failure(error, root, fired, target, started)
+            try:
+                kept = _read_start(response.raw)
+            finally:
+                # A reply read to its end has already gone back to the pool; any other closes its connection.
+                response.close()
+                attempt.finish()
+            return self._judge(response, answered, kept, target, started)
+        finally:
+            _local.attempt = None
 
     def _judge(self, response, answered, kept, target, started):
-        status = response.status
+        status = response.status_code
         text = kept.decode("utf-8", "replace").replace("\x00", "\ufffd")
         error = None
         if 300 <= status < 400:
-            where = response.getheader("Location")
+            where = response.headers.get("Location")
             error = f"redirect ({status}) to {where!r} not followed" if where else f"redirect ({status}) not followed"
         elif not 200 <= status < 300:
             error = f"HTTP {status}"
@@ -112,83 +258,52 @@ class Sender:
             error = f"answered after {answered:.1f} s; a reply must come within {self.answer_seconds:g} s"
         return Outcome(error is None, status, error, text, target.address, _ms(started))
 
-    def _failure(self, error, watch, target, started):
-        if watch is not None and WATCHDOG.cancel(watch):
+    def _failure(self, error, root, fired, target, started):
+        if fired:
             message = f"no reply within {self.total_seconds:g} s; abandoned"
-        elif isinstance(error, (socket.timeout, TimeoutError)):
+        elif isinstance(error, requests.Timeout) or isinstance(root, (socket.timeout, TimeoutError)):
             message = f"timed out after {time.monotonic() - started:.1f} s"
-        elif isinstance(error, ssl.SSLError):
-            message = f"TLS error: {error}"
-        elif isinstance(error, ConnectionRefusedError):
+        elif isinstance(error, requests.exceptions.SSLError) or isinstance(root, (ssl.SSLError, ssl.CertificateError)):
+            message = f"TLS error: {root}"
+        elif isinstance(root, ConnectionRefusedError):
             message = "connection refused"
         else:
-            message = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+            message = f"{type(root).__name__}: {root}" if str(root) else type(root).__name__
         return Outcome(False, None, message, None, target.address, _ms(started))
-
-    def _connect(self, target, deadline):
-        """A TLS connection to the checked address, verified against the host name."""
-        raw = socket.create_connection((target.address, target.port),
-                                       timeout=max(0.001, deadline - time.monotonic()))
-        watch = WATCHDOG.watch(raw, deadline)
-        try:
-            tls = self.context.wrap_socket(raw, server_hostname=target.host)
-        except BaseException:
-            WATCHDOG.cancel(watch)
-            raw.close()
-            raise
-        WATCHDOG.cancel(watch)
-        conn = http.client.HTTPConnection(target.address, target.port)
-        conn.sock = tls
-        return conn
-
-    def _take_idle(self, target):
-        key = (target.address, target.port, target.host)
-        now = time.monotonic()
-        with self._lock:
-            pool = self._idle.get(key)
-            while pool:
-                conn, since = pool.pop()
-                if now - since < IDLE_SECONDS:
-                    return conn
-                _close(conn)
-        return None
-
-    def _put_idle(self, target, conn):
-        key = (target.address, target.port, target.host)
-        with self._lock:
-            pool = self._idle.setdefault(key, deque())
-            pool.append((conn, time.monotonic()))
-            while len(pool) > 64:
-                _close(pool.popleft()[0])
 
     def close(self):
         """Close every kept-alive connection."""
-        with self._lock:
-            for pool in self._idle.values():
-                for conn, _since in pool:
-                    _close(conn)
-            self._idle.clear()
+        self.session.close()
 
 
-def _read_start(response):
-    """The first KEEP_BYTES of the reply, and whether reading was cut short (by the deadline or the peer)."""
+def _read_start(raw):
+    """The first KEEP_BYTES of the reply (as they came, not decoded); a cut reply only shortens them."""
     kept = b""
     try:
         while len(kept) < KEEP_BYTES:
-            chunk = response.read1(KEEP_BYTES - len(kept))
+            chunk = raw.read1(KEEP_BYTES - len(kept), decode_content=False)
             if not chunk:
                 break
             kept += chunk
-        if response.length == 0:
-            response.read()  # marks the reply complete, so the connection can be kept alive
-    except (OSError, http.client.HTTPException):
-        return kept, True  # the status already decided the outcome; a cut body only shortens the log
-    return kept, False
+    except (OSError, http.client.HTTPException, urllib3.exceptions.HTTPError):
+        pass  # the status already decided the outcome; a cut body only shortens the log
+    return kept
 
 
-def _close(conn):
-    if conn is not None:
-        conn.close()
+def _root(error):
+    """The underlying error of a requests/urllib3 wrapper (ConnectionRefusedError, ssl.SSLError, ...)."""
+    seen = set()
+    while id(error) not in seen:
+        seen.add(id(error))
+        inner = getattr(error, "reason", None)
+        if not isinstance(inner, BaseException):
+            inner = next((arg for arg in error.args if isinstance(arg, BaseException)), None)
+        if inner is None:
+            inner = error.__cause__
+        if inner is None:
+            break
+        error = inner
+    return error
 
 
 def _bracket(host):

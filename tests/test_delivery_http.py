@@ -120,7 +120,8 @@ def test_keep_alive_connections_are_reused(receiver, ca_bundle):
     row = {"url": receiver.url("/ok"), "secret": signing.new_secret(), "event_id": 7, "body": BODY}
     try:
         assert all(send_row(sender, row).outcome.succeeded for _ in range(5))
-        assert sum(len(pool) for pool in sender._idle.values()) == 1
+        pools = sender.adapter.poolmanager.pools
+        assert [pools[key].num_connections for key in pools.keys()] == [1]  # one (address, host) pool, one connection
     finally:
         sender.close()
 
