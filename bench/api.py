@@ -129,6 +129,17 @@ def scenarios(conn, organization_id):
         one = cur.fetchone()[0]
         cur.execute("SELECT reference FROM shipments WHERE id = %s", (deep,))
         reference = cur.fetchone()[0]
+        # The shipment with the most packing lines (the demo has one with 40 pallets and 400 lines).
+        cur.execute("""SELECT l.shipment_id, count(*) FROM packing_lines l JOIN shipments s ON s.id = l.shipment_id
+                       WHERE s.organization_id = %s AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
+                       GROUP BY 1 ORDER BY 2 DESC LIMIT 1""", (organization_id,))
+        packed, lines = cur.fetchone()
+        # An ocean shipment with tracking events and containers (timeline and free time).
+        cur.execute("""SELECT e.shipment_id FROM tracking_events e JOIN shipments s ON s.id = e.shipment_id
+                       WHERE s.organization_id = %s AND s.transport_type = 'ocean' AND NOT s.awaiting_approval
+                       AND NOT s.owned_elsewhere AND e.milestone = 'discharged'
+                       GROUP BY 1 ORDER BY count(*) DESC, 1 DESC LIMIT 1""", (organization_id,))
+        tracked = cur.fetchone()[0]
     return [
         ("GET /shipments?limit=100 (page 1)", "/shipments?limit=100", 40, {"archived": False}),
         ("GET /shipments?limit=100&archived=any (page 1)", "/shipments?limit=100&archived=any", 40, {}),
@@ -143,6 +154,14 @@ def scenarios(conn, organization_id):
         ("GET /shipments?limit=100&q=<one reference>", f"/shipments?limit=100&q={reference}", 60,
          {"q": reference, "archived": False}),
         ("GET /shipments/{id}", f"/shipments/shp_{one}", 10, None),
+        ("GET /shipments/{id}/timeline", f"/shipments/shp_{tracked}/timeline", 15, None),
+        ("GET /shipments/{id}/free_time", f"/shipments/shp_{tracked}/free_time", 15, None),
+        ("GET /shipments/{id}/documents", f"/shipments/shp_{tracked}/documents", 15, None),
+        (f"GET /shipments/{{id}}/packing_lists ({lines} lines)", f"/shipments/shp_{packed}/packing_lists", 15,
+         None),
+        ("GET /alerts?limit=100", "/alerts?limit=100", None, None),
+        ("GET /checks?limit=100", "/checks?limit=100", None, None),
+        ("GET /free_time/at_risk", "/free_time/at_risk", 150, None),
     ]
 
 

@@ -5,7 +5,7 @@ import threading
 from pathlib import Path
 
 import psycopg2
-import psycopg2.extras
+import psycopg2.extensions
 import psycopg2.pool
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
@@ -51,12 +51,35 @@ def resolve_database_url(configured=None):
     return url
 
 
-class CountingCursor(psycopg2.extras.RealDictCursor):
-    """A dict cursor that counts statements on its connection (tests assert query counts)."""
+class CountingCursor(psycopg2.extensions.cursor):
+    """A cursor whose rows are plain dicts, counting statements on its connection (tests assert counts).
+
+    Rows are built with dict(zip(...)) rather than psycopg2's RealDictCursor, whose per-column
+    Python __setitem__ cost a third of the time of a 100-shipment page.
+    """
 
     def execute(self, query, vars=None):
         self.connection.statement_count += 1
         return super().execute(query, vars)
+
+    def _columns(self):
+        return [column.name for column in self.description]
+
+    def fetchone(self):
+        row = super().fetchone()
+        return None if row is None else dict(zip(self._columns(), row))
+
+    def fetchmany(self, size=None):
+        rows = super().fetchmany(self.arraysize if size is None else size)
+        return [dict(zip(self._columns(), row)) for row in rows] if rows else rows
+
+    def fetchall(self):
+        rows = super().fetchall()
+        return [dict(zip(self._columns(), row)) for row in rows] if rows else rows
+
+    def __iter__(self):
+        while (row := self.fetchone()) is not None:
+            yield row
 
 
 class Connection(psycopg2.extensions.connection):

@@ -29,7 +29,8 @@ class UtcDateTime(fields.DateTime):
     def _serialize(self, value, attr, obj, **kwargs):
         if value is None:
             return None
-        return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        # isoformat is several times faster than strftime, and this runs for every timestamp.
+        return value.astimezone(timezone.utc).replace(microsecond=0, tzinfo=None).isoformat() + "Z"
 
 
 class LocalDateTime(fields.DateTime):
