@@ -18,6 +18,8 @@ FULL_DETAIL_LIMIT = 5000
 
 # Replace the first-estimate rows the insert trigger wrote with the planned ETA histories.
 DELETE_TRIGGER_REVISIONS = "DELETE FROM eta_revisions WHERE shipment_id BETWEEN %(first)s AND %(last)s"
+# Planner statistics of the tables the seed fills.
+ANALYZE = "ANALYZE " + ", ".join(t.name for t in bulk.TABLES)
 # The outbox rows the triggers wrote while this transaction loaded history: past changes are not news.
 DROP_HISTORY_EVENTS = "DELETE FROM events WHERE txid = txid_current() AND organization_id = %(org)s"
 
@@ -55,20 +57,26 @@ def load_all(url, conn, org, seed_value, workers, echo):
     if workers <= 1 or len(starts) <= 1:
         for done, start in enumerate(starts, start=1):
             live += load_batch(conn, org, seed_value, start)
-            _progress(org, done, len(starts), echo)
+            _progress(conn, org, done, len(starts), echo)
         return live
     # spawn, not fork: a forked child would share (and on exit close) the parent's connection.
     context = multiprocessing.get_context("spawn")
     with context.Pool(workers, initializer=_start_worker, initargs=(url, org, seed_value)) as pool:
         for done, ids in enumerate(pool.imap_unordered(_run_batch, starts), start=1):
             live += ids
-            _progress(org, done, len(starts), echo)
+            _progress(conn, org, done, len(starts), echo)
     return live
 
 
-def _progress(org, done, total, echo):
+def _progress(conn, org, done, total, echo):
     if total > 1:
         echo(f"{org.slug}: {min(done * org.batch_size, org.count)}/{org.count} shipments")
+    if done & (done - 1) == 0 and done < total:
+        # Whenever the tables have doubled: without fresh statistics (autovacuum may be off or
+        # behind) the refresh triggers' updates are planned as scans of the whole shipments table.
+        with conn.cursor() as cur:
+            cur.execute(ANALYZE)
+        conn.commit()
 
 
 _worker = {}

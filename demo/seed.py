@@ -25,8 +25,6 @@ RETURNING id, name"""
 # carrier_terms: free days agreed with a carrier.
 INSERT_TERMS = """INSERT INTO carrier_terms (organization_id, carrier, demurrage_free_days, detention_free_days,
 free_days_basis) VALUES (%(org)s, %(carrier)s, %(dem)s, %(det)s, %(basis)s)"""
-# Fresh planner statistics for the tables the seed filled.
-ANALYZE = "ANALYZE " + ", ".join(t.name for t in bulk.TABLES)
 # A live ETA change after loading, so the trigger's own revisions (and events) appear too.
 MOVE_ETA = "UPDATE shipments SET eta = eta + %(by)s * interval '1 minute' WHERE id = %(id)s"
 
@@ -75,7 +73,7 @@ def seed(url, storage_dir, options, echo=print):
             results[slug] = _organization_with_shipments(url, conn, storage_dir, slug, name, count, options, echo)
             echo(f"{slug}: {count} shipments in {time.monotonic() - started:.1f}s")
         with conn.cursor() as cur:
-            cur.execute(ANALYZE)
+            cur.execute(batches.ANALYZE)
         conn.commit()
         return results
     finally:
@@ -87,6 +85,7 @@ def _organization_with_shipments(url, conn, storage_dir, slug, name, count, opti
     org.batch_size = options.batch_size
     _settings(conn, org)
     conn.commit()
+    indexes = bulk.drop_gin_indexes(conn) if count >= BULK_INDEX_THRESHOLD else []
     try:
         return _shipments(url, conn, org, options.seed_value, options.workers, echo)
     except BaseException:
@@ -95,6 +94,10 @@ def _organization_with_shipments(url, conn, storage_dir, slug, name, count, opti
         demo_reset.delete_organization(conn, org.id)
         conn.commit()
         raise
+    finally:
+        if indexes:
+            echo(f"{slug}: building {len(indexes)} search indexes")
+            bulk.create_indexes(conn, indexes)
 
 
 def _reference_rows(conn):
@@ -125,14 +128,7 @@ def _settings(conn, org):
 
 
 def _shipments(url, conn, org, seed_value, workers, echo):
-    indexes = bulk.drop_gin_indexes(conn) if org.count >= BULK_INDEX_THRESHOLD else []
-    try:
-        live = batches.load_all(url, conn, org, seed_value, workers, echo)
-    finally:
-        if indexes:
-            echo(f"{org.slug}: building {len(indexes)} search indexes")
-            conn.rollback()
-            bulk.create_indexes(conn, indexes)
+    live = batches.load_all(url, conn, org, seed_value, workers, echo)
     with conn.cursor() as cur:
         for shipment_id in live:
             cur.execute(MOVE_ETA, {"id": shipment_id, "by": 3})   # under 5 minutes: no revision
