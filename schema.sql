@@ -493,6 +493,9 @@ CREATE TABLE IF NOT EXISTS checks (
 );
 -- list_checks?status=...: newest first per status
 CREATE INDEX IF NOT EXISTS checks_list_idx ON checks (organization_id, status, id DESC);
+-- list_checks with the default status filter (failed,warning): newest first without a sort.
+CREATE INDEX IF NOT EXISTS checks_attention_idx ON checks (organization_id, id DESC)
+  WHERE status IN ('failed', 'warning');
 CREATE INDEX IF NOT EXISTS checks_run_idx ON checks (check_run_id);
 
 -- ---------------------------------------------------------------------------
