@@ -6,40 +6,23 @@ from apispec import APISpec
 from apispec.ext.marshmallow import MarshmallowPlugin
 from flask import Blueprint, Response
 
-from api import alerts, checks, documents, packing_lists, timeline, versions
-from api import free_time
+from api import (alerts, checks, documents, free_time, organization, packing_lists, shipments, timeline,
+                 versions)
 from api.errors import REALM
 from api.render import get_route
-from api.schemas.common import ErrorSchema, list_schema
-from api.schemas.organization import OrganizationSchema
-from api.schemas.queries import ShipmentListQuerySchema
-from api.schemas.shipments import ShipmentSchema
+from api.schemas.common import ErrorSchema
 from delivery import openapi as webhook_entries
 
 bp = Blueprint("openapi", __name__)
 
 TITLE = "Shipment Tracking API"
 
-# (operation id, path, summary, path parameter (name, prefix) or None, query schema or None, response schema)
-OPERATIONS = [
-    ("get_organization", "/organization", "The organization and the token making the request.",
-     None, None, OrganizationSchema),
-    ("list_shipments", "/shipments", "Shipments, newest first, keyset-paged.",
-     None, ShipmentListQuerySchema, list_schema(ShipmentSchema, "ShipmentList")),
-    ("get_shipment", "/shipments/{id}", "One shipment (archived ones included).",
-     ("id", "shp"), None, ShipmentSchema),
-]
-
-# Extra operations registered by other modules: same tuple shape, or a raw (path, operations dict).
-EXTRA_OPERATIONS = []
-# The read API's other endpoints, described next to their views.
-EXTRA_OPERATIONS += (alerts.OPERATIONS + checks.OPERATIONS + documents.OPERATIONS
-                     + packing_lists.OPERATIONS + timeline.OPERATIONS)
-EXTRA_OPERATIONS += free_time.OPERATIONS
-RAW_PATHS = []
-RAW_PATHS.append(documents.RAW_PATH)
-# OpenAPI 3.1 `webhooks`: one entry per event type (built in delivery/openapi.py).
-WEBHOOKS = dict(webhook_entries.WEBHOOKS)
+# Every operation, described next to its view as tuples of
+# (operation id, path, summary, path parameter (name, prefix) or None, query schema or None, response schema).
+OPERATIONS = (organization.OPERATIONS + shipments.OPERATIONS + timeline.OPERATIONS + free_time.OPERATIONS
+              + documents.OPERATIONS + packing_lists.OPERATIONS + alerts.OPERATIONS + checks.OPERATIONS)
+# Operations whose response is not JSON: (path, operations dict).
+RAW_PATHS = (documents.RAW_PATH,)
 
 ERROR_RESPONSES = {
     "400": "A parameter or header is invalid (`invalid_parameter`), or Service-Version names an "
@@ -89,7 +72,7 @@ def build_spec():
         "description": "Version for this request only; defaults to the organization's pin."})
     spec.components.header("ServiceVersion", {"schema": {"type": "string"},
                                               "description": "The version the response was built for."})
-    for operation_id, path, summary, path_param, query_schema, response_schema in OPERATIONS + EXTRA_OPERATIONS:
+    for operation_id, path, summary, path_param, query_schema, response_schema in OPERATIONS:
         spec.path(path=path, operations=_operation(operation_id, summary, path_param, query_schema,
                                                    response_schema))
     for path, operations in RAW_PATHS:
@@ -100,7 +83,8 @@ def build_spec():
                                               "content": {"application/json": {"schema": {"type": "object"}}}},
                                       "429": _error(ERROR_RESPONSES["429"])}}})
     document = spec.to_dict()
-    document["webhooks"] = dict(WEBHOOKS)
+    # OpenAPI 3.1 `webhooks`: one entry per event type (built in delivery/openapi.py).
+    document["webhooks"] = dict(webhook_entries.WEBHOOKS)
     return document
 
 

@@ -7,6 +7,9 @@ from api.schemas.organization import OrganizationSchema
 
 bp = Blueprint("organization", __name__)
 
+OPERATIONS = [("get_organization", "/organization", "The organization and the token making the request.",
+               None, None, OrganizationSchema)]
+
 
 @get_route(bp, "/organization")
 def get_organization():

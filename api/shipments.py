@@ -4,11 +4,19 @@ from flask import Blueprint
 from api.context import get_conn, principal
 from api.params import parse_query
 from api.render import get_route, listing, missing, path_id, resource
+from api.schemas.common import list_schema
 from api.schemas.queries import ShipmentListQuerySchema
 from api.schemas.shipments import ShipmentSchema
 from models import shipments
 
 bp = Blueprint("shipments", __name__)
+
+OPERATIONS = [
+    ("list_shipments", "/shipments", "Shipments, newest first, keyset-paged.",
+     None, ShipmentListQuerySchema, list_schema(ShipmentSchema, "ShipmentList")),
+    ("get_shipment", "/shipments/{id}", "One shipment (archived ones included).",
+     ("id", "shp"), None, ShipmentSchema),
+]
 
 _ARCHIVED = {"false": False, "true": True, "any": None}
 
