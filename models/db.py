@@ -136,3 +136,11 @@ def apply_schema(conn):
     with conn.cursor() as cur:
         cur.execute("SET client_min_messages = warning")
         cur.execute(SCHEMA_PATH.read_text())
+
+
+def group_rows(rows, key):
+    """Rows grouped by the value of `key`, which is removed from each row; order kept."""
+    grouped = {}
+    for row in rows:
+        grouped.setdefault(row.pop(key), []).append(row)
+    return grouped

@@ -1,4 +1,5 @@
 """Packing lists as the API shows them: the current ones of a visible shipment, with pallets and lines."""
+from models.db import group_rows
 
 # list_shipment_packing_lists: the visible shipment (one row even without packing lists) and its
 # current packing lists, oldest first; served by packing_lists_shipment_idx.
@@ -46,21 +47,14 @@ def list_shipment_packing_lists(conn, organization_id, shipment_id):
         lines = {}
         if pallets:
             cur.execute(LINES_SQL, {"ids": [pallet["id"] for pallet in pallets]})
-            lines = _group(cur.fetchall(), "pallet_id")
+            lines = group_rows(cur.fetchall(), "pallet_id")
     for pallet in pallets:
         pallet["lines"] = lines.get(pallet["id"], [])
-    by_list = _group(pallets, "packing_list_id")
+    by_list = group_rows(pallets, "packing_list_id")
     for item in lists:
         item["pallets"] = by_list.get(item["id"], [])
         item["totals"] = _totals(item["pallets"])
     return lists
-
-
-def _group(rows, key):
-    grouped = {}
-    for row in rows:
-        grouped.setdefault(row.pop(key), []).append(row)
-    return grouped
 
 
 def _totals(pallets):

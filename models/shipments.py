@@ -1,10 +1,12 @@
 """Shipments as the API shows them: one page (or one shipment) in a constant number of statements."""
 import re
 
+from models.db import group_rows
+
 # list_shipments: a page of visible shipments, newest first, with per-shipment aggregates.
 # Optional filters are `(%(x)s IS NULL OR ...)`; psycopg2 inlines the values, so the
 # planner folds away the filters that are not used.
-_PAGE_SQL = """
+LIST_SQL = """
 WITH page AS (
   SELECT s.*
     FROM shipments s
@@ -70,7 +72,7 @@ SELECT p.id, p.reference, p.erp_reference, p.transport_reference, p.transport_re
            coalesce(sum(l.gross_weight_kg), 0) AS gross_weight_kg,
            coalesce(bool_or(l.organic) FILTER (WHERE k.id IS NOT NULL), false) AS organic,
            coalesce(array_agg(DISTINCT l.produce_name ORDER BY l.produce_name)
-                    FILTER (WHERE k.id IS NOT NULL), '{{}}'::text[]) AS produce
+                    FILTER (WHERE k.id IS NOT NULL), '{}'::text[]) AS produce
       FROM packing_lines l
       JOIN pallets pl ON pl.id = l.pallet_id
       LEFT JOIN packing_lists k ON k.id = pl.packing_list_id
@@ -83,7 +85,6 @@ ALIASES_SQL = """
 SELECT DISTINCT a.produce_name FROM produce_aliases a WHERE a.alias LIKE lower(%(q_like)s)
 """
 
-LIST_SQL = _PAGE_SQL.replace("{{}}", "{}")
 
 # shipment containers, oldest first, for a set of shipments.
 CONTAINERS_SQL = """
@@ -124,7 +125,7 @@ def search_params(q):
     compact = q.upper().replace(" ", "").replace("-", "")
     return {"q": q, "q_like": _like_pattern(q),
             "q_compact_like": _like_pattern(compact) if compact else None,
-            "q_fuzzy": q if len(q.strip()) >= FUZZY_MIN_LENGTH else None,
+            "q_fuzzy": q if len(q) >= FUZZY_MIN_LENGTH else None,
             "q_alias_regex": None}
 
 
@@ -151,9 +152,9 @@ def list_shipments(conn, organization_id, limit, **filters):
             return []
         ids = [row["id"] for row in rows]
         cur.execute(CONTAINERS_SQL, {"ids": ids})
-        containers = _group(cur.fetchall())
+        containers = group_rows(cur.fetchall(), "shipment_id")
         cur.execute(LABELS_SQL, {"ids": ids})
-        labels = _group(cur.fetchall())
+        labels = group_rows(cur.fetchall(), "shipment_id")
     return [_assemble(row, containers.get(row["id"], []), labels.get(row["id"], [])) for row in rows]
 
 
@@ -161,13 +162,6 @@ def get_shipment(conn, organization_id, shipment_id):
     """One visible shipment (archived included), or None."""
     found = list_shipments(conn, organization_id, 1, shipment_id=shipment_id)
     return found[0] if found else None
-
-
-def _group(rows):
-    grouped = {}
-    for row in rows:
-        grouped.setdefault(row.pop("shipment_id"), []).append(row)
-    return grouped
 
 
 def _place(row, prefix):
