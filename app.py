@@ -5,9 +5,8 @@ import os
 from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from api import guard, openapi, organization, shipments
-from api import alerts, checks, documents, packing_lists, timeline
-from api import free_time
+from api import (alerts, checks, documents, free_time, guard, openapi, organization, packing_lists, shipments,
+                 timeline)
 from api.context import release_conn
 from api.errors import register_error_handlers
 from api.middleware import JsonSuffix
@@ -42,10 +41,10 @@ def create_app(config=None):
     app.json.sort_keys = False
     app.json.compact = True
 
-    for blueprint in (organization.bp, shipments.bp, openapi.bp, alerts.bp, checks.bp, documents.bp,
-                      packing_lists.bp, timeline.bp):
+    # The only list of blueprints: /openapi.json describes whatever app.url_map holds, in this order.
+    for blueprint in (organization.bp, shipments.bp, timeline.bp, free_time.bp, documents.bp, packing_lists.bp,
+                      alerts.bp, checks.bp, openapi.bp):
         app.register_blueprint(blueprint)
-    app.register_blueprint(free_time.bp)
     app.before_request(guard.guard_request)
     app.after_request(guard.add_version_header)
     app.teardown_request(release_conn)

@@ -1,9 +1,10 @@
 """GET /checks."""
 from flask import Blueprint
 
+from api.apidoc import get_route
 from api.context import get_conn, principal
 from api.params import parse_query
-from api.render import get_route, listing
+from api.render import listing
 from api.schemas.checks import CheckListQuerySchema, ShipmentCheckSchema
 from api.schemas.common import list_schema
 from models import checks
@@ -11,7 +12,8 @@ from models import checks
 bp = Blueprint("checks", __name__)
 
 
-@get_route(bp, "/checks")
+@get_route(bp, "/checks", list_schema(ShipmentCheckSchema, "ShipmentCheckList"), query=CheckListQuerySchema,
+           summary="Current quality checks, newest first, keyset-paged.")
 def list_checks():
     """Current checks across all shipments (archived included), newest first; failed and warning by default."""
     query = parse_query(CheckListQuerySchema())
@@ -19,10 +21,3 @@ def list_checks():
                                query["status"], shipment_id=query.get("shipment"),
                                starting_after=query.get("starting_after"))
     return listing("shipment_check", ShipmentCheckSchema(), items, query["limit"])
-
-
-# The OpenAPI description of this module's operations (api/openapi.py collects them).
-OPERATIONS = [
-    ("list_checks", "/checks", "Current quality checks, newest first, keyset-paged.",
-     None, CheckListQuerySchema, list_schema(ShipmentCheckSchema, "ShipmentCheckList")),
-]

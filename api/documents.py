@@ -1,4 +1,4 @@
-"""GET /shipments/{shipment_id}/documents, /documents/{id}, /documents/{id}/data and /documents/{id}/file."""
+"""GET /shipments/{shipment_id}/documents and /documents/{document_id} with its /data and /file."""
 import os
 import re
 import stat
@@ -7,8 +7,9 @@ from urllib.parse import quote
 
 from flask import Blueprint, current_app, send_file
 
+from api.apidoc import get_route
 from api.context import get_conn, principal
-from api.render import get_route, listing, missing, path_id, resource
+from api.render import listing, missing, path_id, resource
 from api.schemas.common import list_schema
 from api.schemas.documents import DocumentDataSchema, DocumentSchema, PackingListFieldsSchema
 from models import documents
@@ -21,9 +22,15 @@ _MEDIA_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-
                          re.ASCII)
 # RFC 5987 attr-char: what may stay unescaped in filename*.
 _ATTR_CHARS = "!#$&+-.^_`|~"
+# Headers of a file download besides Service-Version.
+FILE_HEADERS = {
+    "Content-Disposition": {"description": "`attachment` with `filename` (ASCII fallback) and "
+                                           "`filename*` (RFC 6266, UTF-8).", "schema": {"type": "string"}},
+    "Content-Length": {"description": "Size of the file in bytes.", "schema": {"type": "integer"}},
+}
 
 
-@get_route(bp, "/shipments/<shipment_id>/documents")
+@get_route(bp, "/shipments/<shipment_id>/documents", list_schema(DocumentSchema, "DocumentList"))
 def list_shipment_documents(shipment_id):
     """Current documents of a shipment, oldest first, not paged."""
     items = documents.list_shipment_documents(get_conn(), principal()["organization_id"],
@@ -33,7 +40,7 @@ def list_shipment_documents(shipment_id):
     return listing("document", DocumentSchema(), items)
 
 
-@get_route(bp, "/documents/<document_id>")
+@get_route(bp, "/documents/<document_id>", DocumentSchema)
 def get_document(document_id):
     """One current document."""
     found = documents.get_document(get_conn(), principal()["organization_id"],
@@ -43,7 +50,9 @@ def get_document(document_id):
     return resource("document", DocumentSchema(), found)
 
 
-@get_route(bp, "/documents/<document_id>/data")
+# PackingListFields is named by $ref in DocumentDataSchema.fields, so the description must define it.
+@get_route(bp, "/documents/<document_id>/data", DocumentDataSchema, summary="Data extracted from a current document.",
+           components=(PackingListFieldsSchema,))
 def get_document_data(document_id):
     """The data extracted from a current document (schema null and fields {} when none)."""
     found = documents.get_document_data(get_conn(), principal()["organization_id"],
@@ -53,7 +62,13 @@ def get_document_data(document_id):
     return resource("document_data", DocumentDataSchema(), found)
 
 
-@get_route(bp, "/documents/<document_id>/file")
+# The file's own bytes: the media type is the document's, so the description says only "any".
+@get_route(bp, "/documents/<document_id>/file", {"type": "string", "contentMediaType": "application/octet-stream"},
+           summary="The original file of a downloadable document, as an attachment.", media_type="*/*",
+           description="The file bytes, with the document's own media type.", headers=FILE_HEADERS, errors={
+               "400": "Service-Version is invalid (`invalid_parameter`) or unpublished (`invalid_version`).",
+               "404": "No such current document, or it has no file that passed the security scan "
+                      "(`resource_missing`)."})
 def download_document_file(document_id):
     """The stored file as an attachment, streamed from the storage folder."""
     found = documents.get_document_file(get_conn(), principal()["organization_id"],
@@ -114,46 +129,3 @@ def content_disposition(filename):
     fallback = re.sub(r'["\\%]', "_", fallback).strip() or "download"
     return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(name, safe=_ATTR_CHARS)}"
 
-
-# The OpenAPI description of this module's operations (api/openapi.py collects them).
-OPERATIONS = [
-    ("list_shipment_documents", "/shipments/{shipment_id}/documents",
-     "Current documents of a shipment, oldest first, not paged.",
-     ("shipment_id", "shp"), None, list_schema(DocumentSchema, "DocumentList")),
-    ("get_document", "/documents/{id}", "One current document.", ("id", "doc"), None, DocumentSchema),
-    ("get_document_data", "/documents/{id}/data", "Data extracted from a current document.",
-     ("id", "doc"), None, DocumentDataSchema),
-]
-
-# Components referenced by name from DocumentDataSchema's `fields`.
-COMPONENTS = {"PackingListFields": PackingListFieldsSchema}
-
-
-def _error(description):
-    return {"description": description, "content": {"application/json": {"schema": "Error"}}}
-
-
-# download_document_file answers with the file's own bytes, so it is described by hand.
-RAW_PATH = ("/documents/{id}/file", {"get": {
-    "operationId": "download_document_file",
-    "summary": "The original file of a downloadable document, as an attachment.",
-    "security": [{"bearer": ["read"]}],
-    "parameters": ["ServiceVersion", {
-        "in": "path", "name": "id", "required": True, "description": "`doc_<int>` id.",
-        "schema": {"type": "string", "pattern": "^doc_[1-9][0-9]{0,17}$"}}],
-    "responses": {
-        "200": {"description": "The file bytes, with the document's own media type.",
-                "headers": {
-                    "Service-Version": "ServiceVersion",
-                    "Content-Disposition": {"description": "`attachment` with `filename` (ASCII fallback) and "
-                                                           "`filename*` (RFC 6266, UTF-8).",
-                                            "schema": {"type": "string"}},
-                    "Content-Length": {"description": "Size of the file in bytes.",
-                                       "schema": {"type": "integer"}}},
-                "content": {"*/*": {"schema": {"type": "string", "contentMediaType": "application/octet-stream"}}}},
-        "400": _error("Service-Version is invalid (`invalid_parameter`) or unpublished (`invalid_version`)."),
-        "401": _error("No token (`missing_token`), or a wrong, expired or revoked token (`invalid_token`)."),
-        "404": _error("No such current document, or it has no file that passed the security scan "
-                      "(`resource_missing`)."),
-        "429": _error("A rate limit was hit (`rate_limited`); `Retry-After` gives seconds to wait."),
-    }}})

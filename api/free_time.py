@@ -1,8 +1,9 @@
 """GET /shipments/{shipment_id}/free_time and GET /free_time/at_risk."""
 from flask import Blueprint
 
+from api.apidoc import get_route
 from api.context import get_conn, principal
-from api.render import get_route, listing, missing, path_id, resource
+from api.render import listing, missing, path_id, resource
 from api.schemas.common import list_schema
 from api.schemas.free_time import FreeTimeSummarySchema
 from models import free_time_queries
@@ -10,7 +11,7 @@ from models import free_time_queries
 bp = Blueprint("free_time", __name__)
 
 
-@get_route(bp, "/shipments/<shipment_id>/free_time")
+@get_route(bp, "/shipments/<shipment_id>/free_time", FreeTimeSummarySchema)
 def get_shipment_free_time(shipment_id):
     """Demurrage and detention clocks of one shipment."""
     summary = free_time_queries.get_free_time(get_conn(), principal()["organization_id"],
@@ -20,19 +21,8 @@ def get_shipment_free_time(shipment_id):
     return resource("free_time_summary", FreeTimeSummarySchema(), summary)
 
 
-@get_route(bp, "/free_time/at_risk")
+@get_route(bp, "/free_time/at_risk", list_schema(FreeTimeSummarySchema, "FreeTimeSummaryList"))
 def list_free_time_at_risk():
     """Shipments whose demurrage has 2 or fewer days left or is overdue, most urgent first, not paged."""
     items = free_time_queries.list_at_risk(get_conn(), principal()["organization_id"])
     return listing("free_time_summary", FreeTimeSummarySchema(), items)
-
-
-# The OpenAPI description of this module's operations (api/openapi.py collects them).
-OPERATIONS = [
-    ("get_shipment_free_time", "/shipments/{shipment_id}/free_time",
-     "Demurrage and detention clocks of one shipment.",
-     ("shipment_id", "shp"), None, FreeTimeSummarySchema),
-    ("list_free_time_at_risk", "/free_time/at_risk",
-     "Shipments whose demurrage has 2 or fewer days left or is overdue, most urgent first, not paged.",
-     None, None, list_schema(FreeTimeSummarySchema, "FreeTimeSummaryList")),
-]

@@ -1,61 +1,45 @@
-"""GET /openapi.json: OpenAPI 3.1 built by apispec from the same schemas that serialise responses."""
+"""GET /openapi.json: OpenAPI 3.1 built by apispec from app.url_map and the documentation on each view."""
 import json
-from functools import lru_cache
 
 from apispec import APISpec
 from apispec.ext.marshmallow import MarshmallowPlugin
-from flask import Blueprint, Response
+from flask import Blueprint, Response, current_app
 
-from api import (alerts, checks, documents, free_time, organization, packing_lists, shipments, timeline,
-                 versions)
+from api import versions
+from api.apidoc import get_route, openapi_path, operation, view_doc
 from api.errors import REALM
-from api.render import get_route
 from api.schemas.common import ErrorSchema
 from delivery import openapi as webhook_entries
 
 bp = Blueprint("openapi", __name__)
 
 TITLE = "Shipment Tracking API"
-
-# Every operation, described next to its view as tuples of
-# (operation id, path, summary, path parameter (name, prefix) or None, query schema or None, response schema).
-OPERATIONS = (organization.OPERATIONS + shipments.OPERATIONS + timeline.OPERATIONS + free_time.OPERATIONS
-              + documents.OPERATIONS + packing_lists.OPERATIONS + alerts.OPERATIONS + checks.OPERATIONS)
-# Operations whose response is not JSON: (path, operations dict).
-RAW_PATHS = (documents.RAW_PATH,)
-
-ERROR_RESPONSES = {
-    "400": "A parameter or header is invalid (`invalid_parameter`), or Service-Version names an "
-           "unpublished version (`invalid_version`).",
-    "401": "No token (`missing_token`), or a wrong, expired or revoked token (`invalid_token`).",
-    "404": "No such object in this organization, or an unknown route (`resource_missing`).",
-    "429": "A rate limit was hit (`rate_limited`); `Retry-After` gives seconds to wait.",
-}
+# Key of app.extensions holding (document, its served bytes): built on first use, once per app.
+EXTENSION = "shiptrack_openapi"
+# Methods werkzeug adds to every GET rule; they are not operations of their own.
+_IMPLICIT_METHODS = {"HEAD", "OPTIONS"}
 
 
-def _error(description):
-    return {"description": description, "content": {"application/json": {"schema": "Error"}}}
+class UndocumentedView(LookupError):
+    """A rule of the url_map whose view carries no documentation, or a method other than GET."""
 
 
-def _operation(operation_id, summary, path_param, query_schema, response_schema):
-    parameters = ["ServiceVersion"]
-    if path_param:
-        name, prefix = path_param
-        parameters.append({"in": "path", "name": name, "required": True,
-                           "schema": {"type": "string", "pattern": f"^{prefix}_[1-9][0-9]{{0,17}}$"},
-                           "description": f"`{prefix}_<int>` id."})
-    if query_schema is not None:
-        parameters.append({"in": "query", "schema": query_schema})
-    responses = {"200": {"description": "Success.", "headers": {"Service-Version": "ServiceVersion"},
-                         "content": {"application/json": {"schema": response_schema}}}}
-    responses.update({code: _error(text) for code, text in ERROR_RESPONSES.items()})
-    return {"get": {"operationId": operation_id, "summary": summary, "parameters": parameters,
-                    "responses": responses, "security": [{"bearer": ["read"]}]}}
+def documented_rules(app):
+    """(OpenAPI path, rule, ViewDoc) for every rule of the app but `static`; raises UndocumentedView."""
+    found = []
+    for rule in app.url_map.iter_rules():
+        if rule.endpoint == "static":
+            continue
+        methods = set(rule.methods or ()) - _IMPLICIT_METHODS
+        doc = view_doc(app.view_functions[rule.endpoint])
+        if doc is None or methods != {"GET"}:
+            raise UndocumentedView(f"{rule.rule} ({rule.endpoint}, {sorted(methods)}) has no documented GET view;"
+                                   f" register it with api.apidoc.get_route")
+        found.append((openapi_path(rule.rule), rule, doc))
+    return found
 
 
-@lru_cache(maxsize=1)
-def build_spec():
-    """The OpenAPI document as a dict (built once per process)."""
+def _new_spec():
     spec = APISpec(title=TITLE, version=versions.LATEST, openapi_version="3.1.0",
                    plugins=[MarshmallowPlugin()],
                    info={"description": "Read-only access to an organization's shipments, plus signed webhooks. "
@@ -64,37 +48,44 @@ def build_spec():
     spec.components.security_scheme("bearer", {"type": "http", "scheme": "bearer",
                                                "description": f"Token `sv_` + 40 letters and digits; realm {REALM}."})
     spec.components.schema("Error", schema=ErrorSchema)
-    for name, component in documents.COMPONENTS.items():
-        spec.components.schema(name, schema=component)
     spec.components.parameter("ServiceVersion", "header", {
         "name": "Service-Version", "required": False,
         "schema": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$", "enum": list(versions.PUBLISHED)},
         "description": "Version for this request only; defaults to the organization's pin."})
     spec.components.header("ServiceVersion", {"schema": {"type": "string"},
                                               "description": "The version the response was built for."})
-    for operation_id, path, summary, path_param, query_schema, response_schema in OPERATIONS:
-        spec.path(path=path, operations=_operation(operation_id, summary, path_param, query_schema,
-                                                   response_schema))
-    for path, operations in RAW_PATHS:
-        spec.path(path=path, operations=operations)
-    spec.path(path="/openapi.json", operations={"get": {
-        "operationId": "get_openapi_document", "summary": "This description (no token needed).",
-        "security": [], "responses": {"200": {"description": "OpenAPI 3.1 document.",
-                                              "content": {"application/json": {"schema": {"type": "object"}}}},
-                                      "429": _error(ERROR_RESPONSES["429"])}}})
+    return spec
+
+
+def _build(app):
+    spec = _new_spec()
+    rules = documented_rules(app)
+    # Schemas a view's response names by $ref only (not through a Nested field) are registered up front.
+    for _path, _rule, doc in rules:
+        for component in doc.components:
+            spec.components.schema(component.__name__.removesuffix("Schema"), schema=component)
+    for path, rule, doc in rules:
+        spec.path(path=path, operations={"get": operation(doc, rule.rule)})
     document = spec.to_dict()
     # OpenAPI 3.1 `webhooks`: one entry per event type (built in delivery/openapi.py).
     document["webhooks"] = dict(webhook_entries.WEBHOOKS)
     return document
 
 
-@lru_cache(maxsize=1)
-def _document_bytes():
-    return json.dumps(build_spec(), separators=(",", ":")).encode()
+def build_spec(app):
+    """The OpenAPI document of `app` as a dict, built from its url_map once per app."""
+    if EXTENSION not in app.extensions:
+        document = _build(app)
+        # Two first requests at once may both build it; the results are equal, so either may win.
+        app.extensions[EXTENSION] = (document, json.dumps(document, separators=(",", ":")).encode())
+    return app.extensions[EXTENSION][0]
 
 
-@get_route(bp, "/openapi.json")
+@get_route(bp, "/openapi.json", {"type": "object"}, summary="This description (no token needed).",
+           description="OpenAPI 3.1 document.", public=True)
 def get_openapi_document():
     """The machine-readable description; no token, cacheable for an hour."""
-    return Response(_document_bytes(), mimetype="application/json",
+    app = current_app._get_current_object()
+    build_spec(app)
+    return Response(app.extensions[EXTENSION][1], mimetype="application/json",
                     headers={"Cache-Control": "public, max-age=3600"})

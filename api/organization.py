@@ -1,19 +1,16 @@
 """GET /organization: the organization and the token that asks."""
 from flask import Blueprint
 
+from api.apidoc import get_route
 from api.context import principal
-from api.render import get_route, resource
+from api.render import resource
 from api.schemas.organization import OrganizationSchema
 
 bp = Blueprint("organization", __name__)
 
-OPERATIONS = [("get_organization", "/organization", "The organization and the token making the request.",
-               None, None, OrganizationSchema)]
-
-
-@get_route(bp, "/organization")
+@get_route(bp, "/organization", OrganizationSchema)
 def get_organization():
-    """The organization implied by the token, with the token itself."""
+    """The organization and the token making the request."""
     who = principal()
     organization = {
         "id": who["organization_id"], "name": who["organization_name"], "slug": who["slug"],

@@ -35,7 +35,3 @@ def missing(noun, value):
     """The 404 for an object this organization does not have."""
     return ResourceMissing(f"No such {noun}: {value!r}.", param=None)
 
-
-def get_route(blueprint, rule):
-    """Register a GET-only view (HEAD answered as GET; OPTIONS is 405 like every other method)."""
-    return blueprint.route(rule, methods=["GET"], provide_automatic_options=False)

@@ -1,9 +1,10 @@
-"""GET /shipments and GET /shipments/{id}."""
+"""GET /shipments and GET /shipments/{shipment_id}."""
 from flask import Blueprint
 
+from api.apidoc import get_route
 from api.context import get_conn, principal
 from api.params import parse_query
-from api.render import get_route, listing, missing, path_id, resource
+from api.render import listing, missing, path_id, resource
 from api.schemas.common import list_schema
 from api.schemas.queries import ShipmentListQuerySchema
 from api.schemas.shipments import ShipmentSchema
@@ -11,17 +12,11 @@ from models import shipments
 
 bp = Blueprint("shipments", __name__)
 
-OPERATIONS = [
-    ("list_shipments", "/shipments", "Shipments, newest first, keyset-paged.",
-     None, ShipmentListQuerySchema, list_schema(ShipmentSchema, "ShipmentList")),
-    ("get_shipment", "/shipments/{id}", "One shipment (archived ones included).",
-     ("id", "shp"), None, ShipmentSchema),
-]
-
 _ARCHIVED = {"false": False, "true": True, "any": None}
 
 
-@get_route(bp, "/shipments")
+@get_route(bp, "/shipments", list_schema(ShipmentSchema, "ShipmentList"), query=ShipmentListQuerySchema,
+           summary="Shipments, newest first, keyset-paged.")
 def list_shipments():
     """Visible shipments, newest first, filtered and keyset-paged."""
     query = parse_query(ShipmentListQuerySchema())
@@ -35,9 +30,9 @@ def list_shipments():
     return listing("shipment", ShipmentSchema(), items, query["limit"])
 
 
-@get_route(bp, "/shipments/<shipment_id>")
+@get_route(bp, "/shipments/<shipment_id>", ShipmentSchema)
 def get_shipment(shipment_id):
-    """One shipment, archived ones included."""
+    """One shipment (archived ones included)."""
     found = shipments.get_shipment(get_conn(), principal()["organization_id"],
                                    path_id(shipment_id, "shp", "shipment"))
     if found is None:

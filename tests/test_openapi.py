@@ -1,5 +1,13 @@
-"""GET /openapi.json: a valid OpenAPI 3.1 description, public and cacheable, matching the responses."""
+"""GET /openapi.json: a valid OpenAPI 3.1 description, public and cacheable, matching the routes and responses."""
+import json
+import re
+
+import pytest
 from openapi_spec_validator import validate
+
+from api import guard
+from api.ids import PREFIXES, id_pattern
+from api.openapi import UndocumentedView, build_spec
 
 from tests.factories import auth, make_container, make_label, make_org, make_shipment, make_token
 
@@ -27,7 +35,7 @@ def test_documents_the_foundation_endpoints(client):
     ids = {key: operation["operationId"] for key, operation in operations.items()}
     assert ids[("/organization", "get")] == "get_organization"
     assert ids[("/shipments", "get")] == "list_shipments"
-    assert ids[("/shipments/{id}", "get")] == "get_shipment"
+    assert ids[("/shipments/{shipment_id}", "get")] == "get_shipment"
     assert ids[("/openapi.json", "get")] == "get_openapi_document"
     assert all(method == "get" for _path, method in operations)
     assert operations[("/openapi.json", "get")]["security"] == []
@@ -75,3 +83,50 @@ def test_schemas_describe_the_real_responses(conn, client):
 def test_head_and_json_suffix(client):
     assert client.head("/openapi.json").status_code == 200
     assert client.get("/openapi.json.json").json == client.get("/openapi.json").json
+
+
+def _rule_path(rule):
+    """`/shipments/<shipment_id>` -> `/shipments/{shipment_id}`, written apart from api/apidoc.py on purpose."""
+    return re.sub(r"<(?:[^:<>]+:)?([^<>]+)>", r"{\1}", rule.rule)
+
+
+def test_every_get_rule_is_one_operation_and_every_operation_a_rule(app, client):
+    document = client.get("/openapi.json").json
+    rules = [rule for rule in app.url_map.iter_rules() if rule.endpoint != "static"]
+    assert all(rule.methods == {"GET", "HEAD"} for rule in rules)
+    operations = sorted((path, method) for path, item in document["paths"].items() for method in item)
+    assert operations == sorted((_rule_path(rule), "get") for rule in rules)
+    for rule in rules:
+        operation = document["paths"][_rule_path(rule)]["get"]
+        assert operation["operationId"] == app.view_functions[rule.endpoint].__name__
+        path_parameters = [p for p in operation.get("parameters", []) if p.get("in") == "path"]
+        assert {p["name"] for p in path_parameters} == set(rule.arguments)
+        for parameter in path_parameters:
+            prefix = PREFIXES[parameter["name"].removesuffix("_id")]
+            assert parameter["schema"]["pattern"] == id_pattern(prefix)
+
+
+def test_public_operations_are_the_endpoints_without_a_token(app, client):
+    document = client.get("/openapi.json").json
+    public = {rule.endpoint for rule in app.url_map.iter_rules()
+              if document["paths"][_rule_path(rule)]["get"]["security"] == []}
+    assert public == guard.PUBLIC_ENDPOINTS
+
+
+def test_a_view_without_documentation_fails_the_build(app):
+    app.add_url_rule("/undocumented", "undocumented", lambda: "", methods=["GET"])
+    with pytest.raises(UndocumentedView, match="/undocumented"):
+        build_spec(app)
+
+
+def test_an_undocumented_method_fails_the_build(app):
+    # A POST rule on a documented view: the documentation speaks of GET only.
+    app.add_url_rule("/shipments", "shipments.list_shipments", methods=["POST"])
+    with pytest.raises(UndocumentedView, match="POST"):
+        build_spec(app)
+
+
+def test_flask_openapi_print(app, client):
+    result = app.test_cli_runner().invoke(args=["openapi", "print"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output) == client.get("/openapi.json").json

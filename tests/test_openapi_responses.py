@@ -8,8 +8,8 @@ from tests.test_params import module_database
 PAGES = ["/organization", "/shipments?limit=100", "/shipments?limit=100&archived=true",
          "/alerts?limit=100", "/checks?limit=100&status=pending,passed,failed,skipped,warning",
          "/free_time/at_risk"]
-PER_SHIPMENT = ["/shipments/{id}", "/shipments/{id}/timeline", "/shipments/{id}/free_time",
-                "/shipments/{id}/documents", "/shipments/{id}/packing_lists"]
+PER_SHIPMENT = ["/shipments/{shipment_id}", "/shipments/{shipment_id}/timeline", "/shipments/{shipment_id}/free_time",
+                "/shipments/{shipment_id}/documents", "/shipments/{shipment_id}/packing_lists"]
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +54,6 @@ def test_lists_and_organization_match_the_description(demo, path):
 def test_every_shipment_and_its_resources_match_the_description(demo):
     conn, client, headers = demo
     document = client.get("/openapi.json").json
-    templates = {path: next(p for p in document["paths"] if p.replace("{shipment_id}", "{id}") == path)
-                 for path in PER_SHIPMENT}
     with conn.cursor() as cur:
         cur.execute("SELECT id FROM shipments WHERE NOT awaiting_approval AND NOT owned_elsewhere "
                     "AND organization_id = (SELECT id FROM organizations WHERE slug = 'acme') ORDER BY id")
@@ -63,4 +61,4 @@ def test_every_shipment_and_its_resources_match_the_description(demo):
     assert len(ids) >= 250
     for shipment_id in ids:
         for path in PER_SHIPMENT:
-            _check(client, headers, document, path.replace("{id}", f"shp_{shipment_id}"), templates[path])
+            _check(client, headers, document, path.replace("{shipment_id}", f"shp_{shipment_id}"), path)

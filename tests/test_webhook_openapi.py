@@ -31,7 +31,7 @@ def _validator(document, event_type):
 
 
 def test_every_event_type_is_described(app):
-    document = build_spec()
+    document = build_spec(app)
     validate(document)
     assert sorted(document["webhooks"]) == sorted(["shipment.status_changed", "shipment.eta_changed",
                                                    "shipment.checks_completed", "alert.created", "webhook.test"])
@@ -50,7 +50,7 @@ def test_rendered_bodies_match_the_description(app, conn):
     conn.autocommit = False
     render_pending(conn, datetime.now(timezone.utc))
     conn.commit()
-    document = build_spec()
+    document = build_spec(app)
     with conn.cursor() as cur:
         cur.execute("SELECT type, body FROM events ORDER BY id")
         rows = cur.fetchall()

@@ -1,0 +1,96 @@
+"""GET views that carry their own OpenAPI documentation; api/openapi.py reads it back from app.url_map."""
+import re
+from dataclasses import dataclass, field
+
+from api.ids import PREFIXES, id_pattern
+
+# A werkzeug rule variable: `<name>` or `<converter:name>` (converter arguments allowed).
+_VARIABLE = re.compile(r"<(?:([A-Za-z_][A-Za-z0-9_]*)(?:\([^)]*\))?:)?([A-Za-z_][A-Za-z0-9_]*)>")
+
+ERROR_RESPONSES = {
+    "400": "A parameter or header is invalid (`invalid_parameter`), or Service-Version names an "
+           "unpublished version (`invalid_version`).",
+    "401": "No token (`missing_token`), or a wrong, expired or revoked token (`invalid_token`).",
+    "404": "No such object in this organization, or an unknown route (`resource_missing`).",
+    "429": "A rate limit was hit (`rate_limited`); `Retry-After` gives seconds to wait.",
+}
+
+
+@dataclass(frozen=True)
+class ViewDoc:
+    """What the description says about one GET view; the path and its parameters come from its rule."""
+
+    operation_id: str
+    summary: str
+    response: object
+    query: object = None
+    media_type: str = "application/json"
+    description: str = "Success."
+    headers: dict = field(default_factory=dict)
+    errors: dict = field(default_factory=dict)
+    public: bool = False
+    components: tuple = ()
+
+
+def get_route(blueprint, rule, response, *, summary=None, query=None, **details):
+    """Register a GET-only view and attach its documentation (summary defaults to the docstring's first line).
+
+    `response` is the 200 body's schema; `details` are the other ViewDoc fields (media_type, description,
+    headers, errors overriding ERROR_RESPONSES by status, public, components).
+    """
+    def register(view):
+        first_line = (view.__doc__ or "").strip().splitlines()[:1]
+        view.apidoc = ViewDoc(operation_id=view.__name__, summary=summary or "".join(first_line),
+                              response=response, query=query, **details)
+        # HEAD is answered as GET; OPTIONS is 405 like every other method.
+        return blueprint.route(rule, methods=["GET"], provide_automatic_options=False)(view)
+    return register
+
+
+def view_doc(view):
+    """The ViewDoc attached to a view function, or None for an undocumented view."""
+    return getattr(view, "apidoc", None)
+
+
+def openapi_path(rule):
+    """`/shipments/<shipment_id>` -> `/shipments/{shipment_id}`."""
+    return _VARIABLE.sub(lambda match: "{" + match.group(2) + "}", rule)
+
+
+def path_parameters(rule):
+    """The path parameters of a rule: every variable is `<noun>_id`, a public id of ids.PREFIXES[noun]."""
+    parameters = []
+    for converter, name in _VARIABLE.findall(rule):
+        noun = name.removesuffix("_id")
+        # Ids are strings with a prefix; a typed converter would answer 404 in werkzeug's words, not ours.
+        if converter not in ("", "default", "string") or noun == name or noun not in PREFIXES:
+            raise ValueError(f"{rule}: path variable {name!r} is not `<noun>_id` for a noun of api.ids.PREFIXES")
+        prefix = PREFIXES[noun]
+        parameters.append({"in": "path", "name": name, "required": True,
+                           "schema": {"type": "string", "pattern": id_pattern(prefix)},
+                           "description": f"`{prefix}_<int>` id."})
+    return parameters
+
+
+def _error(description):
+    return {"description": description, "content": {"application/json": {"schema": "Error"}}}
+
+
+def operation(doc, rule):
+    """The OpenAPI operation object of a documented GET view registered at `rule`."""
+    success = {"description": doc.description, "content": {doc.media_type: {"schema": doc.response}}}
+    parameters = path_parameters(rule)
+    if doc.query is not None:
+        parameters.append({"in": "query", "schema": doc.query})
+    if doc.public:
+        # No token and no version: only the per-IP rate limit can refuse the request.
+        security, errors = [], {"429": ERROR_RESPONSES["429"]}
+    else:
+        security, errors = [{"bearer": ["read"]}], {**ERROR_RESPONSES, **doc.errors}
+        parameters.insert(0, "ServiceVersion")
+        success["headers"] = {"Service-Version": "ServiceVersion", **doc.headers}
+    result = {"operationId": doc.operation_id, "summary": doc.summary, "security": security}
+    if parameters:
+        result["parameters"] = parameters
+    result["responses"] = {"200": success, **{code: _error(text) for code, text in sorted(errors.items())}}
+    return result
