@@ -1,71 +1,73 @@
-"""Test databases: one template built from schema.sql per session, a fresh copy per test.
+"""Fixtures: databases on a real PostgreSQL, the application, the webhook receiver and settings.
 
-Tests run against a real PostgreSQL: $DATABASE_URL's server when set, else the embedded one.
-Database names carry the process id, so several test sessions can share one server.
+Tests run against $DATABASE_URL's server when set, else the embedded one. Each session makes one
+database from schema.sql; every test that asks for a database gets it emptied (tests/support/
+databases.py). Modules whose many read-only tests share one filling use `module_database`; the demo
+data is seeded once per session (`demo_database`).
 """
 import os
-import uuid
-from urllib.parse import urlsplit, urlunsplit
+import socket
+import ssl
+import threading
+from contextlib import contextmanager
 
-import psycopg2
 import pytest
+import trustme
 
+from delivery.settings import Settings
 from models import db
+from tests.support.databases import Emptier, Server
+from tests.support.webhooks import RECEIVER_HOST, Receiver
 
-_PREFIX = f"st_{os.getpid()}_{uuid.uuid4().hex[:6]}"
-
-
-def _server_url():
-    return os.environ.get("DATABASE_URL") or db.embedded_database_url()
-
-
-def _with_database(url, name):
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(path="/" + name))
+# Rate limits high enough never to matter to tests that are not about them.
+NO_RATE_LIMITS = {"window_seconds": 300, "per_token": 100000, "per_ip": 100000, "anonymous_per_ip": 100000}
 
 
-def _admin(url):
-    conn = psycopg2.connect(_with_database(url, "postgres"))
-    conn.autocommit = True
-    return conn
+def make_app(url, **config):
+    """The application on database `url` for tests; STATEMENT_RECORDER collects per-request statement counts."""
+    from app import create_app
+
+    return create_app({"TESTING": True, "DATABASE_URL": url, "STATEMENT_RECORDER": [], **config})
 
 
 @pytest.fixture(scope="session")
-def server_url():
+def server():
+    """The PostgreSQL server; every database made on it is dropped when the session ends."""
+    made = Server(os.environ.get("DATABASE_URL") or db.embedded_database_url())
+    yield made
+    db.close_pool()
+    made.close()
+
+
+@pytest.fixture(scope="session")
+def server_url(server):
     """URL of the PostgreSQL server the tests use."""
-    return _server_url()
+    return server.url
 
 
 @pytest.fixture(scope="session")
-def template_database(server_url):
-    """A database holding schema.sql, copied for each test."""
-    name = f"{_PREFIX}_template"
-    admin = _admin(server_url)
-    with admin.cursor() as cur:
-        cur.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        cur.execute(f'CREATE DATABASE "{name}"')
-    conn = db.connect(_with_database(server_url, name))
-    db.apply_schema(conn)
-    conn.commit()
-    conn.close()
-    yield name
-    with admin.cursor() as cur:
-        cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    admin.close()
+def template_database(server):
+    """Name of a database holding schema.sql and nothing else, to copy (`CREATE DATABASE ... TEMPLATE`)."""
+    name, _url = server.create_with_schema("template")
+    return name
+
+
+@pytest.fixture(scope="session")
+def _session_database(server):
+    """The database every function-scoped test shares, with what empties it."""
+    _name, url = server.create_with_schema("tests")
+    emptier = Emptier(url)
+    yield url, emptier
+    emptier.close()
 
 
 @pytest.fixture
-def database_url(server_url, template_database):
-    """URL of a fresh database with the schema, dropped after the test."""
-    name = f"{_PREFIX}_{uuid.uuid4().hex[:8]}"
-    admin = _admin(server_url)
-    with admin.cursor() as cur:
-        cur.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_database}" STRATEGY FILE_COPY')
-    yield _with_database(server_url, name)
+def database_url(_session_database):
+    """URL of a database holding schema.sql and no rows (sequences restarted)."""
+    url, emptier = _session_database
+    emptier.empty()
+    yield url
     db.close_pool()
-    with admin.cursor() as cur:
-        cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    admin.close()
 
 
 @pytest.fixture
@@ -79,14 +81,99 @@ def conn(database_url):
 
 @pytest.fixture
 def app(database_url, tmp_path):
-    """The application on the test database; STATEMENT_RECORDER collects per-request statement counts."""
-    from app import create_app
-
-    return create_app({"TESTING": True, "DATABASE_URL": database_url, "STATEMENT_RECORDER": [],
-                       "STORAGE_DIR": str(tmp_path / "storage")})
+    """The application on the test database."""
+    return make_app(database_url, STORAGE_DIR=str(tmp_path / "storage"))
 
 
 @pytest.fixture
 def client(app):
     """A test client for the application."""
     return app.test_client()
+
+
+@pytest.fixture(scope="session")
+def module_database(server, template_database):
+    """A context manager giving a module its own database: yields (autocommit connection, app without limits)."""
+
+    @contextmanager
+    def make(**config):
+        url = server.create("m", template=template_database)
+        conn = db.connect(url)
+        conn.autocommit = True
+        try:
+            yield conn, make_app(url, RATE_LIMITS=NO_RATE_LIMITS, **config)
+        finally:
+            conn.close()
+            db.close_pool()
+            server.drop(url)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def demo_database(module_database, tmp_path_factory):
+    """The demo data (`demo seed --shipments 300`), seeded once: (URL, app). Tests must not change it."""
+    storage = str(tmp_path_factory.mktemp("demo") / "storage")
+    with module_database(STORAGE_DIR=storage) as (conn, app):
+        result = app.test_cli_runner().invoke(args=["demo", "seed", "--shipments", "300"])
+        assert result.exit_code == 0, result.output
+        yield app.config["DATABASE_URL"], app
+
+
+@pytest.fixture(scope="session")
+def ca():
+    """A certificate authority made for the tests."""
+    return trustme.CA()
+
+
+@pytest.fixture(scope="session")
+def ca_bundle(ca, tmp_path_factory):
+    """The CA certificate as a PEM file (the WEBHOOK_CA_BUNDLE setting)."""
+    path = tmp_path_factory.mktemp("ca") / "ca.pem"
+    ca.cert_pem.write_to_path(str(path))
+    return str(path)
+
+
+@pytest.fixture
+def receiver(ca):
+    """A running HTTPS receiver on 127.0.0.1 with a certificate for receiver.test and 127.0.0.1."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert(RECEIVER_HOST, "127.0.0.1").configure_cert(context)
+    server = Receiver(context)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def settings(database_url, ca_bundle):
+    """Delivery settings for the test database and the local receiver."""
+    return Settings(database_url=database_url, allowed_networks=["127.0.0.1/32"], ca_bundle=ca_bundle,
+                    service_domain="shiptrack.example", workers=16, per_endpoint=4)
+
+
+@pytest.fixture
+def smtp_server():
+    """A real SMTP server on 127.0.0.1 keeping every message it receives."""
+    from aiosmtpd.controller import Controller
+
+    class Inbox:
+        def __init__(self):
+            self.messages = []
+
+        async def handle_DATA(self, server, session, envelope):
+            self.messages.append({"from": envelope.mail_from, "to": list(envelope.rcpt_tos),
+                                  "content": envelope.content.decode()})
+            return "250 OK"
+
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    inbox = Inbox()
+    controller = Controller(inbox, hostname="127.0.0.1", port=port)
+    controller.start()
+    yield {"port": port, "messages": inbox.messages}
+    controller.stop()

@@ -2,7 +2,7 @@
 import pytest
 
 from models import alerts as alerts_model
-from tests.factories import auth, insert, make_org, make_shipment, make_token
+from tests.support.factories import auth, insert, make_org, make_shipment, make_token
 
 MISSING_TOKEN = {"error": {"type": "authentication_error", "code": "missing_token", "param": None,
                            "message": "No API token was sent. Send it as `Authorization: Bearer <ACCESS_TOKEN>`."}}

@@ -2,7 +2,7 @@
 import pytest
 
 from models import organizations
-from tests.factories import auth, make_org, make_shipment, make_token
+from tests.support.factories import auth, make_org, make_shipment, make_token
 
 MISSING = {"error": {"type": "authentication_error", "code": "missing_token",
                      "message": "No API token was sent. Send it as `Authorization: Bearer <ACCESS_TOKEN>`.",

@@ -1,7 +1,7 @@
 """GET /checks: current checks, failed and warning by default, keyset-paged."""
 import pytest
 
-from tests.factories import auth, insert, make_org, make_shipment, make_token
+from tests.support.factories import auth, insert, make_org, make_shipment, make_token
 
 STATUSES = ("pending", "passed", "failed", "skipped", "warning")
 

@@ -5,7 +5,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from tests.factories import auth, make_org
+from tests.support.factories import auth, make_org
 
 TOKEN = re.compile(r"sv_[A-Za-z0-9]{40}")
 

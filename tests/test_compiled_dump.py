@@ -8,7 +8,7 @@ from api.schemas.compiled import dumper
 from api.schemas.organization import OrganizationSchema
 from api.schemas.shipments import ShipmentSchema
 from models import shipments
-from tests.factories import make_container, make_label, make_org, make_shipment
+from tests.support.factories import make_container, make_label, make_org, make_shipment
 
 NOW = datetime(2026, 11, 23, 4, 42, 19, 433217, tzinfo=timezone.utc)
 

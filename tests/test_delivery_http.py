@@ -8,7 +8,7 @@ import pytest
 from delivery import signing
 from delivery.settings import Settings
 from delivery.worker import send_row
-from tests.test_webhook_support import ca, ca_bundle, receiver, resolver  # noqa: F401
+from tests.support.webhooks import resolver
 
 BODY = '{"id":"msg_7","type":"webhook.test"}'
 
@@ -55,12 +55,14 @@ def test_redirect_is_a_failure_and_not_followed(receiver, ca_bundle):
     assert len(receiver.requests) == 1
 
 
+@pytest.mark.slow
 def test_answer_after_the_answer_deadline_fails(receiver, ca_bundle):
     outcome = _send(receiver.url("/sleep/1.5"), ca_bundle, answer_seconds=1, total_seconds=3)
     assert not outcome.succeeded and outcome.status_code == 200
     assert outcome.error.startswith("answered after 1.5 s; a reply must come within 1 s")
 
 
+@pytest.mark.slow
 def test_no_answer_is_abandoned_at_the_total_deadline(receiver, ca_bundle):
     started = time.monotonic()
     outcome = _send(receiver.url("/sleep/10"), ca_bundle, answer_seconds=1, total_seconds=2)
@@ -68,6 +70,7 @@ def test_no_answer_is_abandoned_at_the_total_deadline(receiver, ca_bundle):
     assert (outcome.succeeded, outcome.status_code, outcome.error) == (False, None, "no reply within 2 s; abandoned")
 
 
+@pytest.mark.slow
 def test_dripping_reply_is_cut_at_the_total_deadline(receiver, ca_bundle):
     started = time.monotonic()
     outcome = _send(receiver.url("/drip/10"), ca_bundle, answer_seconds=1, total_seconds=2)
@@ -76,6 +79,7 @@ def test_dripping_reply_is_cut_at_the_total_deadline(receiver, ca_bundle):
     assert 0 < len(outcome.response_body) < 20
 
 
+@pytest.mark.slow
 def test_real_ten_second_rule(receiver, ca_bundle):
     """The spec's own constants: a 2xx after 10.5 s is a failure, measured for real (takes 10.5 s)."""
     outcome = _send(receiver.url("/sleep/10.5"), ca_bundle)

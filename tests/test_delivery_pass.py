@@ -3,27 +3,9 @@ import json
 
 import standardwebhooks
 
-from delivery import signing
-from delivery.worker import Dispatcher
 from models import webhooks
-from tests.factories import auth, make_org, make_shipment, make_token
-from tests.test_webhook_support import (Clock, ca, ca_bundle, event_bodies, receiver, resolver,  # noqa: F401
-                                        settings)
-
-
-def add_endpoint(conn, org, url, types=webhooks.EVENT_TYPES):
-    """An enabled endpoint; returns its row (with the secret)."""
-    return webhooks.create_endpoint(conn, org, url, types, None, signing.new_secret())
-
-
-def run_pass(settings, clock=None, seconds=5):
-    """One pass with the test resolver; returns the dispatcher's sender for reuse."""
-    kwargs = {"clock": clock} if clock else {}
-    dispatcher = Dispatcher(settings, sender=settings.make_sender(resolver), **kwargs)
-    try:
-        dispatcher.run_pass(seconds)
-    finally:
-        dispatcher.close()
+from tests.support.factories import auth, make_org, make_shipment, make_token
+from tests.support.webhooks import add_endpoint, event_bodies, run_pass
 
 
 def test_status_change_delivered_signed_with_api_body(conn, client, receiver, settings):

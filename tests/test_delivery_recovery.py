@@ -1,36 +1,15 @@
 """Crashes and overlaps: a killed pass loses nothing, two passes at once never send the same attempt twice."""
-import os
 import signal
-import subprocess
-import sys
-import time
 from collections import Counter
 from datetime import datetime, timedelta, timezone
 
+import pytest
+
 from delivery.worker import Dispatcher, send_row
 from models import webhook_deliveries
-from tests.factories import make_org, make_shipment
-from tests.test_delivery_pass import add_endpoint, run_pass
-from tests.test_webhook_support import Clock, ca, ca_bundle, receiver, resolver, settings  # noqa: F401
-
-PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _pass_process(database_url, ca_bundle, *args):
-    env = {**os.environ, "DATABASE_URL": database_url, "SHIPTRACK_WEBHOOK_ALLOWED_NETWORKS": '["127.0.0.1/32"]',
-           "SHIPTRACK_WEBHOOK_CA_BUNDLE": ca_bundle}
-    return subprocess.Popen([sys.executable, "-m", "delivery", *args], cwd=PROJECT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-
-
-def _wait_for(predicate, seconds=20):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
-
+from tests.support.factories import make_org, make_shipment
+from tests.support.webhooks import Clock, add_endpoint, pass_process, resolver, run_pass
+from tests.support.processes import wait_for
 
 def _delivery(conn):
     with conn.cursor() as cur:
@@ -46,11 +25,12 @@ def _one_event(conn, receiver, path):
         cur.execute("UPDATE shipments SET status = 'in_transit' WHERE id = %s", (sid,))
 
 
+@pytest.mark.slow
 def test_pass_killed_mid_request_is_recovered(conn, database_url, receiver, ca_bundle, settings):
     _one_event(conn, receiver, "/sleep/20")
-    with _pass_process(database_url, ca_bundle) as process:
+    with pass_process(database_url, ca_bundle) as process:
         try:
-            assert _wait_for(lambda: receiver.requests)
+            assert wait_for(lambda: receiver.requests)
         finally:
             process.send_signal(signal.SIGKILL)
             process.wait(10)
@@ -93,6 +73,7 @@ def test_pass_dead_after_claiming_or_before_recording(conn, receiver, settings):
     assert _delivery(conn)["state"] == "succeeded"
 
 
+@pytest.mark.slow
 def test_two_passes_at_once_send_each_attempt_once(conn, database_url, receiver, ca_bundle):
     org = make_org(conn, "acme")
     add_endpoint(conn, org, receiver.url("/sleep/0.02", host="127.0.0.1"))
@@ -100,8 +81,8 @@ def test_two_passes_at_once_send_each_attempt_once(conn, database_url, receiver,
     with conn.cursor() as cur:
         cur.execute("INSERT INTO shipments (organization_id) SELECT %s FROM generate_series(1, 150)", (org,))
         cur.execute("UPDATE shipments SET status = 'in_transit'")
-    with _pass_process(database_url, ca_bundle, "--seconds", "20") as first, \
-            _pass_process(database_url, ca_bundle, "--seconds", "20") as second:
+    with pass_process(database_url, ca_bundle, "--seconds", "20") as first, \
+            pass_process(database_url, ca_bundle, "--seconds", "20") as second:
         for process in (first, second):
             output = process.communicate(timeout=60)[0].decode()
             assert process.returncode == 0, output

@@ -4,10 +4,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from delivery import retry
-from tests.factories import make_org, make_shipment
-from tests.test_delivery_pass import add_endpoint, run_pass
-from tests.test_webhook_support import (Clock, ca, ca_bundle, receiver, resolver, settings,  # noqa: F401
-                                        smtp_server)
+from tests.support.factories import make_org, make_shipment
+from tests.support.webhooks import Clock, add_endpoint, run_pass
 
 MINUTE, HOUR = timedelta(minutes=1), timedelta(hours=1)
 

@@ -2,17 +2,19 @@
 import signal
 import time
 
-from tests.factories import make_org, make_shipment
-from tests.test_delivery_pass import add_endpoint
-from tests.test_delivery_recovery import _pass_process, _wait_for
-from tests.test_webhook_support import ca, ca_bundle, event_bodies, receiver  # noqa: F401
+import pytest
+
+from tests.support.factories import make_org, make_shipment
+from tests.support.webhooks import add_endpoint, event_bodies, pass_process
+from tests.support.processes import wait_for
 
 
+@pytest.mark.slow
 def test_watch_delivers_soon_after_commit(conn, database_url, receiver, ca_bundle):
     org = make_org(conn, "acme")
     sid = make_shipment(conn, org)
     add_endpoint(conn, org, receiver.url("/ok", host="127.0.0.1"))
-    with _pass_process(database_url, ca_bundle, "--watch") as process:
+    with pass_process(database_url, ca_bundle, "--watch") as process:
         try:
             time.sleep(2)  # let it start listening; a change made earlier would be found anyway
             delays = []
@@ -21,7 +23,7 @@ def test_watch_delivers_soon_after_commit(conn, database_url, receiver, ca_bundl
                     cur.execute("UPDATE shipments SET status = %s WHERE id = %s", (status, sid))
                 committed = time.time()
                 count = len(delays) + 1
-                assert _wait_for(lambda: len(receiver.requests) >= count, seconds=10)
+                assert wait_for(lambda: len(receiver.requests) >= count, seconds=10)
                 delays.append(receiver.requests[-1]["arrived"] - committed)
             assert max(delays) < 1.0, delays
         finally:

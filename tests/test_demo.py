@@ -1,45 +1,22 @@
 """`flask demo seed`: the demo data holds every state, enum value and edge the spec names."""
-import uuid
 from pathlib import Path
 
 import pytest
 
 from models import db
-from tests import factories
-from tests.conftest import _PREFIX, _admin, _with_database
-
-
-@pytest.fixture(scope="module")
-def seeded_url(server_url, template_database, tmp_path_factory):
-    """One database seeded with 300 shipments, shared by the read-only tests of this module."""
-    from app import create_app
-
-    name = f"{_PREFIX}_demo_{uuid.uuid4().hex[:8]}"
-    admin = _admin(server_url)
-    with admin.cursor() as cur:
-        cur.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_database}" STRATEGY FILE_COPY')
-    url = _with_database(server_url, name)
-    app = create_app({"TESTING": True, "DATABASE_URL": url,
-                      "STORAGE_DIR": str(tmp_path_factory.mktemp("demo") / "storage")})
-    result = app.test_cli_runner().invoke(args=["demo", "seed", "--shipments", "300"])
-    assert result.exit_code == 0, result.output
-    yield url, app
-    db.close_pool()
-    with admin.cursor() as cur:
-        cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    admin.close()
+from tests.support import factories
 
 
 @pytest.fixture
-def seeded(seeded_url):
-    """The app over the seeded database."""
-    return seeded_url[1]
+def seeded(demo_database):
+    """The app over the demo database (300 shipments, seeded once per session)."""
+    return demo_database[1]
 
 
 @pytest.fixture
-def conn(seeded_url):
-    """A connection to the seeded database."""
-    connection = db.connect(seeded_url[0])
+def conn(demo_database):
+    """A connection to the demo database."""
+    connection = db.connect(demo_database[0])
     connection.autocommit = True
     yield connection
     connection.close()

@@ -4,7 +4,7 @@ import os
 import pytest
 
 from api.documents import content_disposition, storage_path
-from tests.factories import auth, insert, make_org, make_shipment, make_token
+from tests.support.factories import auth, insert, make_org, make_shipment, make_token
 
 
 @pytest.fixture

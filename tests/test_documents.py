@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from tests.factories import auth, insert, make_org, make_shipment, make_token
+from tests.support.factories import auth, insert, make_org, make_shipment, make_token
 
 CREATED = "2026-03-04T05:06:07Z"
 
@@ -191,8 +191,8 @@ READ_OPERATIONS = [
     ("get_shipment_timeline", "/shipments/{shipment_id}/timeline", "Timeline"),
     ("list_shipment_documents", "/shipments/{shipment_id}/documents", "DocumentList"),
     ("list_shipment_packing_lists", "/shipments/{shipment_id}/packing_lists", "PackingListList"),
-    ("get_document", "/documents/{id}", "Document"),
-    ("get_document_data", "/documents/{id}/data", "DocumentData"),
+    ("get_document", "/documents/{document_id}", "Document"),
+    ("get_document_data", "/documents/{document_id}/data", "DocumentData"),
 ]
 
 
@@ -207,7 +207,7 @@ def test_openapi_describes_the_read_endpoints(client):
         assert operation["responses"]["200"]["content"]["application/json"]["schema"] == {
             "$ref": f"#/components/schemas/{component}"}
         assert set(operation["responses"]) == {"200", "400", "401", "404", "429"}
-    download = document["paths"]["/documents/{id}/file"]["get"]
+    download = document["paths"]["/documents/{document_id}/file"]["get"]
     assert download["operationId"] == "download_document_file"
     assert list(download["responses"]["200"]["content"]) == ["*/*"]
     assert set(download["responses"]["200"]["headers"]) == {"Service-Version", "Content-Disposition",

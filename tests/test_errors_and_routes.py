@@ -1,7 +1,7 @@
 """The error contract, routes, the `.json` suffix, methods, path ids and the absence of CORS."""
 import pytest
 
-from tests.factories import auth, make_container, make_label, make_org, make_shipment, make_token
+from tests.support.factories import auth, make_container, make_label, make_org, make_shipment, make_token
 
 VERSION = "2026-10-01"
 UNKNOWN_ROUTE = {"error": {"type": "not_found_error", "code": "resource_missing",

@@ -6,7 +6,7 @@ from datetime import date, datetime, time, timedelta, timezone
 
 import pytest
 
-from tests.factories import auth, insert, make_container, make_org, make_shipment, make_token
+from tests.support.factories import auth, insert, make_container, make_org, make_shipment, make_token
 
 TODAY = datetime.now(timezone.utc).date()
 BOX, BOX2 = "MSCU1234567", "TGHU7654321"

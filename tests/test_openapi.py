@@ -9,7 +9,7 @@ from api import guard
 from api.ids import PREFIXES, id_pattern
 from api.openapi import UndocumentedView, build_spec
 
-from tests.factories import auth, make_container, make_label, make_org, make_shipment, make_token
+from tests.support.factories import auth, make_container, make_label, make_org, make_shipment, make_token
 
 
 def test_valid_openapi_31_without_token(client):

@@ -2,8 +2,7 @@
 import jsonschema
 import pytest
 
-from models import tokens
-from tests.test_params import module_database
+from models import db, tokens
 
 PAGES = ["/organization", "/shipments?limit=100", "/shipments?limit=100&archived=true",
          "/alerts?limit=100", "/checks?limit=100&status=pending,passed,failed,skipped,warning",
@@ -13,19 +12,18 @@ PER_SHIPMENT = ["/shipments/{shipment_id}", "/shipments/{shipment_id}/timeline",
 
 
 @pytest.fixture(scope="module")
-def demo(server_url, template_database, tmp_path_factory):
-    """The demo data (a small acme), an app on it and an owner's token."""
-    with module_database(server_url, template_database) as (conn, app):
-        app.config["STORAGE_DIR"] = str(tmp_path_factory.mktemp("storage"))
-        result = app.test_cli_runner().invoke(args=["demo", "seed", "--shipments", "300",
-                                                    "--globex-shipments", "0"])
-        assert result.exit_code == 0, result.output
-        with conn.cursor() as cur:
-            cur.execute("""SELECT m.organization_id, m.user_id FROM memberships m JOIN users u ON u.id = m.user_id
-                            WHERE u.email = 'owner@acme.example'""")
-            member = cur.fetchone()
-        value, _row = tokens.create_token(conn, member["organization_id"], member["user_id"], "schema", "never")
-        yield conn, app.test_client(), {"Authorization": f"Bearer {value}"}
+def demo(demo_database):
+    """The session's demo data, an app on it and a token of acme's owner."""
+    url, app = demo_database
+    conn = db.connect(url)
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute("""SELECT m.organization_id, m.user_id FROM memberships m JOIN users u ON u.id = m.user_id
+                        WHERE u.email = 'owner@acme.example'""")
+        member = cur.fetchone()
+    value, _row = tokens.create_token(conn, member["organization_id"], member["user_id"], "schema", "never")
+    yield conn, app.test_client(), {"Authorization": f"Bearer {value}"}
+    conn.close()
 
 
 def _validator(document, path):

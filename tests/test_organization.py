@@ -3,7 +3,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from tests.factories import auth, make_org, make_token
+from tests.support.factories import auth, make_org, make_token
 
 
 def test_whole_body(conn, client):

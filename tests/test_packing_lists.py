@@ -1,7 +1,7 @@
 """GET /shipments/{shipment_id}/packing_lists: current packing lists, pallets and lines, totals."""
 import pytest
 
-from tests.factories import auth, insert, make_container, make_org, make_shipment, make_token
+from tests.support.factories import auth, insert, make_container, make_org, make_shipment, make_token
 
 
 @pytest.fixture

@@ -2,48 +2,18 @@
 
 The matrix is large, so it runs against one database per module (`shared`), filled once.
 """
-import uuid
-from contextlib import contextmanager
-
 import pytest
 
-from models import db
-from tests.conftest import _PREFIX, _admin, _with_database
-from tests.factories import auth, make_container, make_label, make_org, make_shipment, make_token
+from tests.support.factories import auth, make_container, make_label, make_org, make_shipment, make_token
 
 VERSION = "2026-10-01"
 STATUSES = ("draft", "validated", "in_transit", "arrived", "in_warehouse", "error")
 
 
-@contextmanager
-def module_database(server_url, template_database):
-    """A fresh database for a whole module: yields (an autocommit connection, an app on it)."""
-    from app import create_app
-
-    name = f"{_PREFIX}_m{uuid.uuid4().hex[:8]}"
-    admin = _admin(server_url)
-    with admin.cursor() as cur:
-        cur.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_database}" STRATEGY FILE_COPY')
-    url = _with_database(server_url, name)
-    conn = db.connect(url)
-    conn.autocommit = True
-    app = create_app({"TESTING": True, "DATABASE_URL": url, "STATEMENT_RECORDER": [],
-                      "RATE_LIMITS": {"window_seconds": 300, "per_token": 100000, "per_ip": 100000,
-                                      "anonymous_per_ip": 100000}})
-    try:
-        yield conn, app
-    finally:
-        conn.close()
-        db.close_pool()
-        with admin.cursor() as cur:
-            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()
-
-
 @pytest.fixture(scope="module")
-def shared(server_url, template_database):
+def shared(module_database):
     """One database, app and token for a whole module; shipments s1..s6 (ids 1..6), one per status."""
-    with module_database(server_url, template_database) as (conn, app):
+    with module_database() as (conn, app):
         org_id = make_org(conn, "acme")
         token = make_token(conn, org_id)
         ids = []

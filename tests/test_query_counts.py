@@ -2,7 +2,7 @@
 import pytest
 
 from models import rate_limits
-from tests.factories import auth, insert, make_container, make_label, make_org, make_shipment, make_token
+from tests.support.factories import auth, insert, make_container, make_label, make_org, make_shipment, make_token
 
 
 @pytest.fixture(autouse=True)

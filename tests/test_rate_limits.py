@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.factories import auth, make_org, make_token
+from tests.support.factories import auth, make_org, make_token
+from tests.support.processes import free_port, wait_for
 
 RATE_LIMITED = {"error": {"type": "rate_limit_error", "code": "rate_limited",
                           "message": "Too many requests. Wait for the number of seconds in Retry-After, then retry.",
@@ -153,21 +154,7 @@ def test_forwarded_for_used_with_one_trusted_proxy(conn, database_url, tmp_path)
 
 # --- gunicorn: the limits are shared by every worker ------------------------------------------
 
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_for(predicate, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
-
-
+@pytest.mark.slow
 def test_limits_shared_by_gunicorn_workers(conn, database_url, tmp_path):
     token = make_token(conn, make_org(conn, "acme"))
     port = free_port()

@@ -1,7 +1,7 @@
 """GET /shipments/{id}: every field, every nested object, and the derived fields."""
 import pytest
 
-from tests.factories import auth, insert, make_container, make_label, make_org, make_shipment, make_token
+from tests.support.factories import auth, insert, make_container, make_label, make_org, make_shipment, make_token
 
 T = "2026-03-01T10:00:00Z"
 

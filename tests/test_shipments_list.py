@@ -1,7 +1,7 @@
 """GET /shipments: visibility, filters and keyset paging."""
 import pytest
 
-from tests.factories import auth, make_container, make_label, make_org, make_shipment, make_token
+from tests.support.factories import auth, make_container, make_label, make_org, make_shipment, make_token
 
 
 @pytest.fixture

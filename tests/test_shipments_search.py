@@ -1,8 +1,7 @@
 """GET /shipments?q=: what the free-text search matches and what it does not."""
 import pytest
 
-from tests.factories import auth, insert, make_container, make_org, make_shipment, make_token
-from tests.test_params import module_database
+from tests.support.factories import auth, insert, make_container, make_org, make_shipment, make_token
 
 
 def add_lines(conn, shipment_id, *names, current=True, on_packing_list=True):
@@ -16,9 +15,9 @@ def add_lines(conn, shipment_id, *names, current=True, on_packing_list=True):
 
 
 @pytest.fixture(scope="module")
-def world(server_url, template_database):
+def world(module_database):
     """Named shipments of organization 1, plus hidden and foreign ones that must never match."""
-    with module_database(server_url, template_database) as (conn, app):
+    with module_database() as (conn, app):
         org = make_org(conn, "acme")
         globex = make_org(conn, "globex")
         s = {}

@@ -1,5 +1,5 @@
 """The shortest path through the service: a token reads its organization."""
-from tests.factories import auth, make_org, make_token
+from tests.support.factories import auth, make_org, make_token
 
 
 def test_organization_with_token(conn, client):

@@ -2,7 +2,7 @@
 import pytest
 
 from models.timeline import journey_order
-from tests.factories import auth, insert, make_org, make_shipment, make_token
+from tests.support.factories import auth, insert, make_org, make_shipment, make_token
 
 NULL_EVENT_PARTS = {"container_number": None, "leg_index": None,
                     "location": {"name": None, "code": None, "country_code": None},

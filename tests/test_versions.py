@@ -2,7 +2,7 @@
 import pytest
 
 from api import versions
-from tests.factories import auth, make_org, make_shipment, make_token
+from tests.support.factories import auth, make_org, make_shipment, make_token
 
 VERSION = "2026-10-01"
 

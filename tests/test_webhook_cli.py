@@ -4,9 +4,8 @@ import re
 import pytest
 import standardwebhooks
 
-from tests.factories import make_org, make_shipment
-from tests.test_delivery_pass import run_pass
-from tests.test_webhook_support import ca, ca_bundle, event_bodies, receiver, settings  # noqa: F401
+from tests.support.factories import make_org, make_shipment
+from tests.support.webhooks import event_bodies, run_pass
 
 ALL = "shipment.status_changed,shipment.eta_changed,shipment.checks_completed,alert.created"
 

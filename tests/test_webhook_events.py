@@ -3,7 +3,7 @@ import psycopg2
 import pytest
 
 from models import db
-from tests.factories import insert, make_org, make_shipment
+from tests.support.factories import insert, make_org, make_shipment
 
 
 def _events(conn):

@@ -9,7 +9,7 @@ from openapi_spec_validator import validate
 from api.openapi import build_spec
 from delivery.render import Renderer
 from delivery.worker import render_pending
-from tests.factories import make_org, make_shipment
+from tests.support.factories import make_org, make_shipment
 
 
 def _without_enums(node):

@@ -6,7 +6,7 @@ import pytest
 from delivery import ssrf
 from delivery.settings import Settings
 from delivery.worker import send_row
-from tests.test_webhook_support import ca, ca_bundle, receiver, resolver  # noqa: F401
+from tests.support.webhooks import resolver
 
 REFUSED = [
     ("10.1.2.3", "private"), ("172.16.0.1", "private"), ("192.168.1.1", "private"),

@@ -1,22 +1,24 @@
-"""Shared pieces of the webhook tests: a real HTTPS receiver on 127.0.0.1 and delivery settings.
+"""Pieces of the webhook tests: a real HTTPS receiver on 127.0.0.1, a test resolver, passes and clocks.
 
-The receiver's certificate comes from a CA made by `trustme`; the sender trusts it
-through the CA-bundle setting and reaches 127.0.0.1 through the allowed-networks setting.
+The receiver's certificate comes from a CA made by `trustme` (fixtures in tests/conftest.py); the
+sender trusts it through the CA-bundle setting and reaches 127.0.0.1 through the allowed-networks
+setting.
 """
 import http.server
 import ipaddress
 import json
-import socket
+import os
 import socketserver
-import ssl
-import threading
+import subprocess
+import sys
 import time
+from datetime import timedelta
 
-import pytest
-import trustme
+from delivery import signing, ssrf
+from delivery.worker import Dispatcher
+from models import webhooks
 
-from delivery import ssrf
-from delivery.settings import Settings
+PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 RECEIVER_HOST = "receiver.test"
 
@@ -94,45 +96,11 @@ class Receiver(socketserver.ThreadingMixIn, http.server.HTTPServer):
         return f"https://{host}:{self.server_address[1]}{path}"
 
 
-@pytest.fixture(scope="session")
-def ca():
-    """A certificate authority made for the tests."""
-    return trustme.CA()
-
-
-@pytest.fixture(scope="session")
-def ca_bundle(ca, tmp_path_factory):
-    """The CA certificate as a PEM file (the WEBHOOK_CA_BUNDLE setting)."""
-    path = tmp_path_factory.mktemp("ca") / "ca.pem"
-    ca.cert_pem.write_to_path(str(path))
-    return str(path)
-
-
-@pytest.fixture
-def receiver(ca):
-    """A running HTTPS receiver on 127.0.0.1 with a certificate for receiver.test and 127.0.0.1."""
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert(RECEIVER_HOST, "127.0.0.1").configure_cert(context)
-    server = Receiver(context)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
-
-
 def resolver(host, port):
     """Resolves receiver.test (and *.receiver.test) to 127.0.0.1 and everything else as usual."""
     if host == RECEIVER_HOST or host.endswith("." + RECEIVER_HOST):
         return [ipaddress.ip_address("127.0.0.1")]
     return ssrf.resolve(host, port)
-
-
-@pytest.fixture
-def settings(database_url, ca_bundle):
-    """Delivery settings for the test database and the local receiver."""
-    return Settings(database_url=database_url, allowed_networks=["127.0.0.1/32"], ca_bundle=ca_bundle,
-                    service_domain="shiptrack.example", workers=16, per_endpoint=4)
 
 
 class Clock:
@@ -146,35 +114,32 @@ class Clock:
 
     def advance(self, **delta):
         """Move the clock forward."""
-        from datetime import timedelta
         self.now += timedelta(**delta)
-
-
-@pytest.fixture
-def smtp_server():
-    """A real SMTP server on 127.0.0.1 keeping every message it receives."""
-    from aiosmtpd.controller import Controller
-
-    class Inbox:
-        def __init__(self):
-            self.messages = []
-
-        async def handle_DATA(self, server, session, envelope):
-            self.messages.append({"from": envelope.mail_from, "to": list(envelope.rcpt_tos),
-                                  "content": envelope.content.decode()})
-            return "250 OK"
-
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
-    probe.close()
-    inbox = Inbox()
-    controller = Controller(inbox, hostname="127.0.0.1", port=port)
-    controller.start()
-    yield {"port": port, "messages": inbox.messages}
-    controller.stop()
 
 
 def event_bodies(receiver):
     """The JSON bodies the receiver got, in arrival order."""
     return [json.loads(request["body"]) for request in receiver.requests]
+
+
+def add_endpoint(conn, org, url, types=webhooks.EVENT_TYPES):
+    """An enabled endpoint; returns its row (with the secret)."""
+    return webhooks.create_endpoint(conn, org, url, types, None, signing.new_secret())
+
+
+def run_pass(settings, clock=None, seconds=5):
+    """One delivery pass in this process with the test resolver."""
+    kwargs = {"clock": clock} if clock else {}
+    dispatcher = Dispatcher(settings, sender=settings.make_sender(resolver), **kwargs)
+    try:
+        dispatcher.run_pass(seconds)
+    finally:
+        dispatcher.close()
+
+
+def pass_process(database_url, ca_bundle, *args):
+    """`python -m delivery ARGS` as a child process allowed to reach the local receiver."""
+    env = {**os.environ, "DATABASE_URL": database_url, "SHIPTRACK_WEBHOOK_ALLOWED_NETWORKS": '["127.0.0.1/32"]',
+           "SHIPTRACK_WEBHOOK_CA_BUNDLE": ca_bundle}
+    return subprocess.Popen([sys.executable, "-m", "delivery", *args], cwd=PROJECT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
