@@ -6,6 +6,10 @@ from models.db import group_rows
 # list_shipments: a page of visible shipments, newest first, with per-shipment aggregates.
 # Optional filters are `(%(x)s IS NULL OR ...)`; psycopg2 inlines the values, so the
 # planner folds away the filters that are not used.
+# Time bounds compare at the precision responses show (the second), so a bound copied from a
+# response matches its item: `shown >= after` is `col >= ceil(after)` and `shown <= before` is
+# `col < floor(before) + 1 s`. The bound is widened rather than the column truncated, so
+# shipments_created_at_idx and shipments_effective_eta_idx still serve the filters.
 LIST_SQL = """
 WITH page AS (
   SELECT s.*
@@ -15,10 +19,14 @@ WITH page AS (
      AND (%(shipment_id)s::bigint IS NULL OR s.id = %(shipment_id)s)
      AND (%(archived)s::boolean IS NULL OR s.archived = %(archived)s)
      AND (%(statuses)s::text[] IS NULL OR s.status = ANY (%(statuses)s::text[]))
-     AND (%(created_after)s::timestamptz IS NULL OR s.created_at >= %(created_after)s)
-     AND (%(created_before)s::timestamptz IS NULL OR s.created_at <= %(created_before)s)
-     AND (%(eta_after)s::timestamptz IS NULL OR s.effective_eta >= %(eta_after)s)
-     AND (%(eta_before)s::timestamptz IS NULL OR s.effective_eta <= %(eta_before)s)
+     AND (%(created_after)s::timestamptz IS NULL
+          OR s.created_at >= date_trunc('second', %(created_after)s::timestamptz + interval '0.999999 s', 'UTC'))
+     AND (%(created_before)s::timestamptz IS NULL
+          OR s.created_at < date_trunc('second', %(created_before)s::timestamptz, 'UTC') + interval '1 s')
+     AND (%(eta_after)s::timestamptz IS NULL
+          OR s.effective_eta >= date_trunc('second', %(eta_after)s::timestamptz + interval '0.999999 s', 'UTC'))
+     AND (%(eta_before)s::timestamptz IS NULL
+          OR s.effective_eta < date_trunc('second', %(eta_before)s::timestamptz, 'UTC') + interval '1 s')
      AND (%(starting_after)s::bigint IS NULL OR s.id < %(starting_after)s)
      AND (%(label_ids)s::bigint[] IS NULL OR s.id IN (
            SELECT sl.shipment_id FROM shipment_labels sl

@@ -82,7 +82,10 @@ def test_created_bounds_are_inclusive_and_a_date_is_midnight(conn, client, token
     assert ids(client, token, "created_after=2026-03-02") == [next_day]
     assert ids(client, token, "created_before=2026-03-02") == [next_day, late, midday, early]
     assert ids(client, token, "created_after=2026-03-01T12:00:00Z&created_before=2026-03-01T12:00:00Z") == [midday]
+    # `late` (23:59:59.999) is shown as 23:59:59, so a bound of 23:59:59 includes it.
     assert ids(client, token, "created_after=2026-03-01T13:00:00%2B01:00&created_before=2026-03-01T23:59:59Z") \
+        == [late, midday]
+    assert ids(client, token, "created_after=2026-03-01T13:00:00%2B01:00&created_before=2026-03-01T23:59:58Z") \
         == [midday]
     assert ids(client, token, "created_after=2026-03-02&created_before=2026-03-01") == []
 
@@ -104,6 +107,25 @@ def test_eta_filters_compare_effective_eta(conn, client, token):
     assert ids(client, token, "eta_after=2026-04-10&eta_before=2026-04-15") == [container_eta, own_eta]
     assert ids(client, token, "eta_after=1900-01-01") == [both, container_eta, own_eta]
     assert ids(client, token, "eta_before=2999-01-01") == [both, container_eta, own_eta]
+
+
+@pytest.mark.parametrize("param, column, field", [
+    ("created", "created_at", "created_at"), ("eta", "eta", "effective_eta")])
+def test_time_bounds_compare_at_the_shown_precision(conn, client, token, param, column, field):
+    # Stored to the microsecond, shown to the second: a bound copied from a response finds its item.
+    before = make_shipment(conn, 1, **{column: "2026-03-01T11:59:59.999999Z"})
+    item = make_shipment(conn, 1, **{column: "2026-03-01T12:00:00.654321Z"})
+    after = make_shipment(conn, 1, **{column: "2026-03-01T12:00:01Z"})
+    shown = client.get(f"/shipments/shp_{item}", headers=auth(token)).json[field]
+    assert shown == "2026-03-01T12:00:00Z"
+    assert ids(client, token, f"{param}_after={shown}&{param}_before={shown}") == [item]
+    assert ids(client, token, f"{param}_after={shown}") == [after, item]
+    assert ids(client, token, f"{param}_before={shown}") == [item, before]
+    # A bound with a fraction compares against the shown value too: 12:00:00 is before 12:00:00.5.
+    assert ids(client, token, f"{param}_before=2026-03-01T12:00:00.5Z") == [item, before]
+    assert ids(client, token, f"{param}_after=2026-03-01T12:00:00.5Z") == [after]
+    assert ids(client, token, f"{param}_after=2026-03-01T11:59:59.000001Z&{param}_before=2026-03-01T11:59:59Z") \
+        == []
 
 
 def test_eta_filter_follows_container_changes(conn, client, token):
