@@ -15,7 +15,7 @@ _DIGITS = re.compile(r"[0-9]{1,3}", re.ASCII)
 _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", re.ASCII)
 _DATE_TIME = re.compile(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?"
-    r"(Z|[+-][0-9]{2}(:?[0-9]{2})?)?", re.ASCII)
+    r"(Z|[+-]([01][0-9]|2[0-3])(:?[0-5][0-9])?)?", re.ASCII)
 _BRACKETED = re.compile(r"([^\[\]]*)\[")
 MAX_VALUE_LENGTH = 500
 
@@ -106,11 +106,17 @@ class TimeParam(fields.String):
         parsed = parse_time(value)
         if parsed is None:
             raise ValidationError(f"{attr} must be an ISO 8601 date-time or a date (YYYY-MM-DD).")
-        return parsed
+        try:
+            # PostgreSQL refuses offsets beyond 15:59 that ISO 8601 and Python allow (up to 23:59),
+            # so the query only ever receives UTC.
+            return parsed.astimezone(timezone.utc)
+        except OverflowError:
+            raise ValidationError(f"{attr} must fall between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z "
+                                  f"once converted to UTC.") from None
 
 
 def parse_time(value):
-    """A timezone-aware datetime from an ISO 8601 date-time or date, else None."""
+    """A timezone-aware datetime from an ISO 8601 date-time or date (offset up to ±23:59), else None."""
     # An unencoded '+' in a query string arrives as a space: '...T10:00:00 02:00'.
     value = re.sub(r" ([0-9]{2}(:?[0-9]{2})?)$", r"+\1", value)
     try:

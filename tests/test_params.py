@@ -212,6 +212,69 @@ def test_time_rejected(shared, param, raw):
                    f"{param} must be an ISO 8601 date-time or a date (YYYY-MM-DD).")
 
 
+# Offsets from -23:59 to +23:59 are converted to UTC in Python: PostgreSQL itself rejects offsets
+# beyond 15:59, which once made these a 500. Each value below means 2026-03-03T12:00:00Z (s3) or
+# the edge of the years 1 to 9999.
+TIME_MATRIX = [
+    ("2026-03-03T20:00:00%2B08:00", [6, 5, 4, 3]),
+    ("2026-03-04T03:59:00%2B15:59", [6, 5, 4, 3]),
+    ("2026-03-04T04:00:00%2B16:00", [6, 5, 4, 3]),
+    ("2026-03-04T04:00:00+16:00", [6, 5, 4, 3]),           # '+' unencoded arrives as a space
+    ("2026-03-04T04:00:00%2B1600", [6, 5, 4, 3]),
+    ("2026-03-04T04:00:00%2B16", [6, 5, 4, 3]),
+    ("2026-03-04T11:59:00%2B23:59", [6, 5, 4, 3]),
+    ("2026-03-04T11:59%2B2359", [6, 5, 4, 3]),
+    ("2026-03-02T20:01:00-15:59", [6, 5, 4, 3]),
+    ("2026-03-02T20:00:00-16:00", [6, 5, 4, 3]),
+    ("2026-03-02T12:01:00-23:59", [6, 5, 4, 3]),
+    ("2026-03-03T12:00:00-00:00", [6, 5, 4, 3]),
+    ("2026-03-04T04:00:00.000000%2B16:00", [6, 5, 4, 3]),
+    ("2026-03-04T03:59:59.5%2B16:00", [6, 5, 4, 3]),        # rounds up to the shown 12:00:00
+    ("2026-03-04T04:00:00.000001%2B16:00", [6, 5, 4]),
+    ("2026-03-02T12:01:00.000001-23:59", [6, 5, 4]),
+    ("0001-01-01", [6, 5, 4, 3, 2, 1]),
+    ("0001-01-01T00:00:00Z", [6, 5, 4, 3, 2, 1]),
+    ("0001-01-01T00:00:00-23:59", [6, 5, 4, 3, 2, 1]),
+    ("9999-12-31", []),
+    ("9999-12-31T23:59:59.999999Z", []),
+    ("9999-12-31T23:59:59.999999%2B23:59", []),
+]
+
+
+@pytest.mark.parametrize("raw, expected", TIME_MATRIX)
+def test_time_offsets_and_edges_accepted(shared, raw, expected):
+    assert listed(get(shared, f"created_after={raw}")) == expected
+
+
+@pytest.mark.parametrize("param", ["created_after", "created_before", "eta_after", "eta_before"])
+@pytest.mark.parametrize("raw", [raw for raw, _expected in TIME_MATRIX])
+def test_time_offsets_and_edges_never_fail(shared, param, raw):
+    assert get(shared, f"{param}={raw}").status_code == 200
+
+
+@pytest.mark.parametrize("param", ["created_after", "created_before", "eta_after", "eta_before"])
+@pytest.mark.parametrize("raw", [
+    "2026-03-03T12:00:00%2B24:00", "2026-03-03T12:00:00-24:00", "2026-03-03T12:00:00%2B23:60",
+    "2026-03-03T12:00:00%2B00:60", "2026-03-03T12:00:00%2B2400", "2026-03-03T12:00:00%2B99",
+    "2026-03-03T12:00:00%2B1", "2026-03-03T12:00:00%2B123", "2026-03-03T12:00:00%2B16:00:00",
+    "2026-03-03T12:00:00%2B16:00:00.5",
+])
+def test_time_offset_out_of_range_rejected(shared, param, raw):
+    assert_invalid(get(shared, f"{param}={raw}"), param,
+                   f"{param} must be an ISO 8601 date-time or a date (YYYY-MM-DD).")
+
+
+@pytest.mark.parametrize("param", ["created_after", "created_before", "eta_after", "eta_before"])
+@pytest.mark.parametrize("raw", [
+    "0001-01-01T00:00:00%2B00:01", "0001-01-01T15:59:00%2B16:00", "0001-01-01T00:00:00.999999%2B23:59",
+    "9999-12-31T23:59:59-00:01", "9999-12-31T08:00:00-16:00",
+])
+def test_time_outside_years_1_to_9999_in_utc_rejected(shared, param, raw):
+    assert_invalid(get(shared, f"{param}={raw}"), param,
+                   f"{param} must fall between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z once converted "
+                   f"to UTC.")
+
+
 @pytest.mark.parametrize("param", ["created_after", "created_before", "eta_after", "eta_before"])
 def test_time_empty_is_omitted(shared, param):
     assert listed(get(shared, f"{param}=")) == ACTIVE
