@@ -6,9 +6,13 @@ PREFIXES = {
     "label": "lbl", "shipment_leg": "leg", "tracking_event": "evt", "eta_revision": "eta",
     "monitoring_alert": "alr", "shipment_check": "chk", "document": "doc",
     "packing_list": "pkl", "pallet": "plt", "packing_line": "pln",
+    # Webhooks: `evt_` already names tracking events, so webhook events are msg_<n>.
+    "webhook_event": "msg", "webhook_endpoint": "whe",
 }
 
-_ID = re.compile(r"([a-z]{3})_([1-9][0-9]{0,17})", re.ASCII)
+# The only spelling of an id's number: 1 to 18 digits (a bigint), no leading zero.
+_NUMBER = "[1-9][0-9]{0,17}"
+_ID = re.compile(f"([a-z]{{3}})_({_NUMBER})", re.ASCII)
 
 
 def format_id(prefix, number):
@@ -26,4 +30,4 @@ def parse_id(value, prefix):
 
 def id_pattern(prefix):
     """The id pattern as a regular expression string, for the OpenAPI description."""
-    return f"^{prefix}_[1-9][0-9]{{0,17}}$"
+    return f"^{prefix}_{_NUMBER}$"

@@ -9,7 +9,7 @@ from api import versions
 from api.apidoc import get_route, openapi_path, operation, view_doc
 from api.errors import REALM
 from api.schemas.common import ErrorSchema
-from delivery import openapi as webhook_entries
+from api.webhook_description import WEBHOOKS
 
 bp = Blueprint("openapi", __name__)
 
@@ -67,8 +67,8 @@ def _build(app):
     for path, rule, doc in rules:
         spec.path(path=path, operations={"get": operation(doc, rule.rule)})
     document = spec.to_dict()
-    # OpenAPI 3.1 `webhooks`: one entry per event type (built in delivery/openapi.py).
-    document["webhooks"] = dict(webhook_entries.WEBHOOKS)
+    # OpenAPI 3.1 `webhooks`: one entry per event type (built in api/webhook_description.py).
+    document["webhooks"] = dict(WEBHOOKS)
     return document
 
 

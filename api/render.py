@@ -1,16 +1,15 @@
 """Responses: one resource or a list envelope, shaped for the request's version."""
 from flask import jsonify
 
-from api import versions
 from api.context import version
 from api.errors import ResourceMissing
 from api.ids import parse_id
-from api.schemas.compiled import dumper
+from api.schemas.present import present
 
 
 def resource(kind, schema, obj):
     """A single resource as JSON."""
-    return jsonify(versions.shape(kind, dumper(type(schema))(obj), version()))
+    return jsonify(present(kind, type(schema), obj, version()))
 
 
 def listing(kind, schema, items, limit=None):
@@ -18,8 +17,8 @@ def listing(kind, schema, items, limit=None):
     has_more = limit is not None and len(items) > limit
     if has_more:
         items = items[:limit]
-    dump = dumper(type(schema))
-    data = [versions.shape(kind, dump(obj), version()) for obj in items]
+    schema_class, shown = type(schema), version()
+    data = [present(kind, schema_class, obj, shown) for obj in items]
     return jsonify({"object": "list", "data": data, "has_more": has_more})
 
 

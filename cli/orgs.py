@@ -2,6 +2,7 @@
 import click
 from flask.cli import AppGroup
 
+from api.ids import PREFIXES, format_id
 from cli.common import print_table, require_member, require_organization, transaction
 from models import organizations
 
@@ -22,7 +23,7 @@ def create(name, slug, owner_email):
         if owner_email:
             user = organizations.ensure_user(conn, owner_email)
             organizations.add_member(conn, org["id"], user["id"], "owner")
-    click.echo(f"org_{org['id']} {slug}")
+    click.echo(f"{format_id(PREFIXES['organization'], org['id'])} {slug}")
 
 
 @orgs_cli.command("list")
@@ -31,7 +32,7 @@ def list_():
     with transaction() as conn:
         rows = organizations.list_organizations(conn)
     for row in rows:
-        row["id"] = f"org_{row['id']}"
+        row["id"] = format_id(PREFIXES["organization"], row["id"])
     print_table(rows, ["id", "slug", "name", "api_version", "created_at"])
 
 

@@ -2,6 +2,7 @@
 import click
 from flask.cli import AppGroup
 
+from api.ids import PREFIXES, format_id
 from cli.common import print_table, require_id, require_member, require_organization, transaction
 from models import tokens
 
@@ -28,7 +29,7 @@ def create(slug, email, name, expires, replace):
         except tokens.TokenLimitReached as error:
             raise click.ClickException(str(error))
     click.echo(value)
-    click.echo(f"created tok_{row['id']}; the value above is shown once", err=True)
+    click.echo(f"created {format_id(PREFIXES['token'], row['id'])}; the value above is shown once", err=True)
 
 
 @tokens_cli.command("list")
@@ -44,7 +45,7 @@ def list_(slug, actor):
             only_user = None if member["role"] in ("admin", "owner") else member["user_id"]
         rows = tokens.list_tokens(conn, org["id"], only_user)
     for row in rows:
-        row["id"] = f"tok_{row['id']}"
+        row["id"] = format_id(PREFIXES["token"], row["id"])
     print_table(rows, ["id", "name", "user_email", "state", "created_at", "expires_at", "revoked_at"])
 
 
@@ -53,13 +54,14 @@ def list_(slug, actor):
 @click.option("--as", "actor", help="Members revoke their own tokens; admins and owners any token.")
 def revoke(token_id, actor):
     """Revoke a token (tok_<n>); it stops working at once."""
-    number = require_id(token_id, "tok", "token")
+    number = require_id(token_id, PREFIXES["token"], "token")
     with transaction() as conn:
         token = tokens.get_token(conn, number)
         if token is None:
             raise click.ClickException(f"no token {token_id}")
         if actor:
-            org = {"id": token["organization_id"], "slug": f"org_{token['organization_id']}"}
+            org_id = token["organization_id"]
+            org = {"id": org_id, "slug": format_id(PREFIXES["organization"], org_id)}
             member = require_member(conn, org, actor)
             if member["role"] == "member" and member["user_id"] != token["user_id"]:
                 raise click.ClickException(f"{actor} is a member and can revoke only their own tokens")

@@ -5,16 +5,18 @@ import click
 from flask import current_app
 from flask.cli import AppGroup
 
+from api.ids import PREFIXES, format_id
 from cli.common import print_table, require_id, require_member, require_organization, transaction
-from delivery import recording, signing, ssrf
-from delivery.render import Renderer
+from delivery import recording, retry, signing, ssrf
+from delivery.attempts import send_delivery, utcnow
+from delivery.outbox import render_pending
 from delivery.settings import Settings
-from delivery.worker import render_pending, send_row, utcnow
-from models import events, webhook_deliveries, webhooks
+from models import events, organizations, webhook_deliveries, webhooks
 
 webhooks_cli = AppGroup("webhooks", help="Webhook endpoints: add, list, secrets, enable/disable, test, resend.")
 
 MANAGERS = ("admin", "owner")
+EVENT, ENDPOINT = PREFIXES["webhook_event"], PREFIXES["webhook_endpoint"]
 _actor = click.option("--as", "actor", help="E-mail of the admin or owner doing this.")
 
 
@@ -47,18 +49,12 @@ def _event_types(value):
 
 def _endpoint(conn, value, actor):
     """The endpoint named `value` (whe_<n>), after checking the actor manages its organization."""
-    found = webhooks.get_endpoint(conn, require_id(value, "whe", "webhook endpoint"))
+    found = webhooks.get_endpoint(conn, require_id(value, ENDPOINT, "webhook endpoint"))
     if found is None:
         raise click.ClickException(f"no webhook endpoint {value}")
     if actor:
-        require_member(conn, _organization(conn, found["organization_id"]), actor, MANAGERS)
+        require_member(conn, organizations.get_organization(conn, found["organization_id"]), actor, MANAGERS)
     return found
-
-
-def _organization(conn, organization_id):
-    with conn.cursor() as cur:
-        cur.execute("SELECT id, slug FROM organizations WHERE id = %(id)s", {"id": organization_id})
-        return cur.fetchone()
 
 
 @webhooks_cli.command("add")
@@ -79,7 +75,7 @@ def add(slug, url, types, description, actor):
             row = webhooks.create_endpoint(conn, org["id"], url, chosen, description, signing.new_secret())
         except webhooks.EndpointLimitReached as error:
             raise click.ClickException(str(error)) from None
-    click.echo(f"whe_{row['id']} {row['secret']}")
+    click.echo(f"{format_id(ENDPOINT, row['id'])} {row['secret']}")
 
 
 @webhooks_cli.command("list")
@@ -93,7 +89,7 @@ def list_(slug, actor):
             require_member(conn, org, actor, MANAGERS)
         rows = webhooks.list_endpoints(conn, org["id"])
     for row in rows:
-        row["id"] = f"whe_{row['id']}"
+        row["id"] = format_id(ENDPOINT, row["id"])
         row["events"] = ",".join(row["event_types"])
         row["state"] = "enabled" if row["enabled"] else "disabled"
     print_table(rows, ["id", "url", "events", "state", "waiting", "failing_since", "disabled_reason", "description"])
@@ -157,17 +153,17 @@ def _send_now(claimed):
     settings = _settings()
     sender = settings.make_sender()
     try:
-        results = [send_row(sender, row) for row in claimed]
+        results = [send_delivery(sender, delivery) for delivery in claimed]
     finally:
         sender.close()
     with transaction() as conn:
         recording.record(conn, results)
     for result in results:
-        outcome, row = result.outcome, result.row
+        outcome, delivery = result.outcome, result.delivery
         verdict = ("delivered" if outcome.succeeded else f"failed ({outcome.error})")
-        retry = "" if outcome.succeeded or row["reason"] == "test" else "; retried on the usual schedule"
-        click.echo(f"msg_{row['event_id']} -> whe_{row['endpoint_id']}: {verdict}, "
-                   f"HTTP {outcome.status_code or '-'} in {outcome.duration_ms} ms{retry}")
+        later = "" if outcome.succeeded or delivery.reason == "test" else "; retried on the usual schedule"
+        click.echo(f"{format_id(EVENT, delivery.event_id)} -> {format_id(ENDPOINT, delivery.endpoint_id)}: "
+                   f"{verdict}, HTTP {outcome.status_code or '-'} in {outcome.duration_ms} ms{later}")
     return all(result.outcome.succeeded for result in results)
 
 
@@ -180,14 +176,8 @@ def test(endpoint_id, actor):
     with transaction() as conn:
         found = _endpoint(conn, endpoint_id, actor)
         event = events.create_test_event(conn, found["organization_id"], found["id"])
-        org = _organization(conn, found["organization_id"])
-        with conn.cursor() as cur:
-            cur.execute("SELECT api_version FROM organizations WHERE id = %(id)s", {"id": org["id"]})
-            version = cur.fetchone()["api_version"]
-        body, version = Renderer(conn).render({
-            **event, "organization_id": org["id"], "type": "webhook.test", "endpoint_id": found["id"],
-            "previous_attributes": None, "data_extra": {}, "organization_version": version})
-        events.store_rendered(conn, [(event["id"], body, version)], utcnow())
+        # Rendered through the outbox like any event, in this transaction, so no pass renders it first.
+        render_pending(conn, utcnow(), event_ids=[event["id"]])
         claimed = webhook_deliveries.create_claimed(conn, event["id"], found["id"], "test", 1, lease_until,
                                                     str(uuid.uuid4()))
     if not _send_now([claimed]):
@@ -200,7 +190,7 @@ def test(endpoint_id, actor):
 @_actor
 def resend(event_id, endpoint_id, actor):
     """Send an event again (same id, fresh timestamp); failures retry on the usual schedule."""
-    number = require_id(event_id, "msg", "event")
+    number = require_id(event_id, EVENT, "event")
     lease_until = utcnow() + _settings().lease
     with transaction() as conn:
         event = events.get_event(conn, number)
@@ -210,7 +200,7 @@ def resend(event_id, endpoint_id, actor):
         if event is None or event["type"] == "webhook.test":
             raise click.ClickException(f"no event {event_id} to resend")
         if actor:
-            require_member(conn, _organization(conn, event["organization_id"]), actor, MANAGERS)
+            require_member(conn, organizations.get_organization(conn, event["organization_id"]), actor, MANAGERS)
         if event["state"] != "rendered":
             raise click.ClickException(f"{event_id} is about a shipment that can no longer be shown; nothing to send")
         if endpoint_id:
@@ -224,8 +214,8 @@ def resend(event_id, endpoint_id, actor):
             targets = events.subscribed_endpoints(conn, event["organization_id"], event["type"])
         if not targets:
             raise click.ClickException(f"no enabled endpoint receives {event['type']}")
-        claimed = [webhook_deliveries.create_claimed(conn, number, target, "resend", 8, lease_until,
-                                                     str(uuid.uuid4())) for target in targets]
+        claimed = [webhook_deliveries.create_claimed(conn, number, target, "resend", retry.MAX_ATTEMPTS,
+                                                     lease_until, str(uuid.uuid4())) for target in targets]
     if not _send_now(claimed):
         raise click.ClickException("not every endpoint accepted the event")
 
@@ -239,7 +229,7 @@ def attempts(endpoint_id, limit, actor):
     with transaction() as conn:
         rows = webhooks.list_attempts(conn, _endpoint(conn, endpoint_id, actor)["id"], limit)
     for row in rows:
-        row["event"] = f"msg_{row['event_id']}"
+        row["event"] = format_id(EVENT, row["event_id"])
         row["status"] = "succeeded" if row["succeeded"] else "failed"
         row["next_attempt"] = row["next_attempt_at"] if row["delivery_state"] == "pending" else None
         row["reply"] = (row["response_body"] or "")[:60].replace("\n", " ")

@@ -3,21 +3,29 @@ import argparse
 import logging
 import signal
 
+from config import DEFAULTS, configure_logging, load_config
 from delivery.settings import Settings
 from delivery.worker import Dispatcher
+from models import db
+
+
+def read_settings():
+    """The delivery settings from the same table and variables as the service, without building the app."""
+    values = load_config()
+    return Settings.from_config(values, database_url=db.resolve_database_url(values["DATABASE_URL"]))
 
 
 def main(argv=None):
     """Run one pass, or watch until SIGTERM / SIGINT."""
     parser = argparse.ArgumentParser(prog="python -m delivery", description=__doc__)
     parser.add_argument("--watch", action="store_true", help="deliver continuously, woken by NOTIFY")
-    parser.add_argument("--seconds", type=float, help="claim new work for this long in a pass (default 45)")
+    parser.add_argument("--seconds", type=float, help="claim new work for this long in a pass "
+                                                      f"(default {DEFAULTS['WEBHOOK_PASS_SECONDS']:g})")
     parser.add_argument("--verbose", action="store_true", help="also log each successful delivery")
     args = parser.parse_args(argv)
 
-    from app import create_app  # the same configuration (SHIPTRACK_* variables) as the service
-
-    settings = Settings.from_config(create_app().config)
+    settings = read_settings()
+    configure_logging()
     logging.getLogger("delivery").setLevel(logging.DEBUG if args.verbose else logging.INFO)
     dispatcher = Dispatcher(settings)
 

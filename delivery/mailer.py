@@ -2,24 +2,27 @@
 import smtplib
 from email.message import EmailMessage
 
+from api.ids import PREFIXES, format_id
+
 
 def disabled_message(endpoint, recipients, sender):
     """The notice for an endpoint disabled after failing for more than 3 days."""
+    endpoint_id = format_id(PREFIXES["webhook_endpoint"], endpoint["id"])
     message = EmailMessage()
-    message["Subject"] = f"Webhook endpoint whe_{endpoint['id']} was disabled"
+    message["Subject"] = f"Webhook endpoint {endpoint_id} was disabled"
     message["From"] = sender
     message["To"] = ", ".join(recipients)
     description = f" ({endpoint['description']})" if endpoint.get("description") else ""
     message.set_content(
-        f"Deliveries to the webhook endpoint whe_{endpoint['id']}{description} of "
+        f"Deliveries to the webhook endpoint {endpoint_id}{description} of "
         f"{endpoint['organization_name']} have failed for more than 3 days, so it was disabled "
         f"at {endpoint['disabled_at']:%Y-%m-%d %H:%M} UTC and its waiting deliveries were dropped.\n\n"
         f"URL: {endpoint['url']}\n"
         f"Reason: {endpoint['disabled_reason']}\n\n"
         f"After fixing the receiver, re-enable it:\n"
-        f"  flask --app app webhooks enable whe_{endpoint['id']}\n"
+        f"  flask --app app webhooks enable {endpoint_id}\n"
         f"and see its recent attempts with:\n"
-        f"  flask --app app webhooks attempts whe_{endpoint['id']}\n")
+        f"  flask --app app webhooks attempts {endpoint_id}\n")
     return message
 
 

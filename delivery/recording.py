@@ -1,32 +1,20 @@
 """Turning attempt outcomes into rows: the delivery's next step, the attempt log, endpoint health."""
 import logging
-from dataclasses import dataclass
-from datetime import datetime
 
+from api.ids import PREFIXES, format_id
 from delivery import retry
-from delivery.sender import Outcome
 from models import webhook_deliveries, webhooks
 
 log = logging.getLogger("delivery")
-
-
-@dataclass
-class Result:
-    """One finished attempt of a claimed delivery row (from claim_due or create_claimed)."""
-
-    row: dict
-    attempted_at: datetime
-    finished_at: datetime
-    outcome: Outcome
 
 
 def _health(endpoints, results):
     """Replay failures in time order over each endpoint's failure run; returns endpoints to disable."""
     disable = {}
     for result in sorted(results, key=lambda r: r.finished_at):
-        if result.row["reason"] == "test":
+        if result.delivery.reason == "test":
             continue  # a test event never counts toward disabling
-        endpoint = endpoints.get(result.row["endpoint_id"])
+        endpoint = endpoints.get(result.delivery.endpoint_id)
         if endpoint is None:
             continue
         endpoint["changed"] = True
@@ -46,12 +34,12 @@ def _health(endpoints, results):
 
 def _next_step(result, endpoint_enabled):
     """(state, next_attempt_at) of a delivery after this attempt."""
-    row, outcome = result.row, result.outcome
+    delivery, outcome = result.delivery, result.outcome
     if outcome.succeeded:
         return "succeeded", None
-    if row["reason"] != "test" and not endpoint_enabled:
+    if delivery.reason != "test" and not endpoint_enabled:
         return "dropped", None
-    due = retry.next_attempt_at(row["attempt"], result.finished_at, row["max_attempts"])
+    due = retry.next_attempt_at(delivery.attempt, result.finished_at, delivery.max_attempts)
     return ("pending", due) if due is not None else ("failed", None)
 
 
@@ -59,44 +47,48 @@ def record(conn, results):
     """Record a batch of results in the caller's transaction; returns the endpoint ids disabled now."""
     if not results:
         return []
-    if any(not r.outcome.succeeded and r.row["reason"] != "test" for r in results):
-        endpoints = webhook_deliveries.lock_endpoints(conn, {r.row["endpoint_id"] for r in results})
+    if any(not r.outcome.succeeded and r.delivery.reason != "test" for r in results):
+        endpoints = webhook_deliveries.lock_endpoints(conn, {r.delivery.endpoint_id for r in results})
         disable = _health(endpoints, results)
     else:
         # Only successes: no lock needed, a success just ends any failure run.
-        webhook_deliveries.end_failure_runs(conn, {r.row["endpoint_id"] for r in results if r.row["reason"] != "test"})
-        endpoints = {r.row["endpoint_id"]: {"enabled": True} for r in results}
+        webhook_deliveries.end_failure_runs(conn, {r.delivery.endpoint_id for r in results
+                                                   if r.delivery.reason != "test"})
+        endpoints = {r.delivery.endpoint_id: {"enabled": True} for r in results}
         disable = {}
     finish, steps = [], {}
     for result in results:
-        row, outcome = result.row, result.outcome
-        endpoint = endpoints.get(row["endpoint_id"])
+        delivery, outcome = result.delivery, result.outcome
+        endpoint = endpoints.get(delivery.endpoint_id)
         state, due = _next_step(result, endpoint is not None and endpoint["enabled"])
-        steps[row["id"]] = (state, due)
-        finish.append((row["id"], str(row["lease_token"]), row["attempt"], state, due, outcome.status_code,
+        steps[delivery.id] = (state, due)
+        finish.append((delivery.id, str(delivery.lease_token), delivery.attempt, state, due, outcome.status_code,
                        outcome.error, None if state == "pending" else result.finished_at))
     ours = webhook_deliveries.finish_deliveries(conn, finish)
     webhook_deliveries.insert_attempts(conn, [
-        (r.row["id"], r.row["endpoint_id"], r.row["event_id"], r.row["attempt"], r.row["reason"], r.attempted_at,
-         r.outcome.duration_ms, r.outcome.succeeded, r.outcome.status_code, r.outcome.error,
+        (r.delivery.id, r.delivery.endpoint_id, r.delivery.event_id, r.delivery.attempt, r.delivery.reason,
+         r.attempted_at, r.outcome.duration_ms, r.outcome.succeeded, r.outcome.status_code, r.outcome.error,
          r.outcome.response_body, r.outcome.address)
-        for r in results if r.row["id"] in ours])
+        for r in results if r.delivery.id in ours])
     for endpoint in endpoints.values():
         if endpoint.get("changed") and (endpoint["failing_since"], endpoint["last_failure_at"]) != endpoint["was"]:
             webhook_deliveries.update_endpoint_health(conn, endpoint["id"], endpoint["failing_since"],
                                                       endpoint["last_failure_at"])
     for endpoint_id, (at, reason) in disable.items():
         dropped = webhooks.disable_endpoint(conn, endpoint_id, at, reason)
-        log.error("endpoint disabled endpoint_id=whe_%s dropped=%s reason=%r", endpoint_id, dropped, reason)
+        log.error("endpoint disabled endpoint_id=%s dropped=%s reason=%r",
+                  format_id(PREFIXES["webhook_endpoint"], endpoint_id), dropped, reason)
     for result in results:
-        _log(result, steps[result.row["id"]], result.row["id"] in ours)
+        _log(result, steps[result.delivery.id], result.delivery.id in ours)
     return list(disable)
 
 
 def _log(result, step, ours):
-    row, outcome = result.row, result.outcome
-    fields = (f"event_id=msg_{row['event_id']} endpoint_id=whe_{row['endpoint_id']} attempt={row['attempt']} "
-              f"reason={row['reason']} status_code={outcome.status_code} duration_ms={outcome.duration_ms}")
+    delivery, outcome = result.delivery, result.outcome
+    fields = (f"event_id={format_id(PREFIXES['webhook_event'], delivery.event_id)} "
+              f"endpoint_id={format_id(PREFIXES['webhook_endpoint'], delivery.endpoint_id)} "
+              f"attempt={delivery.attempt} reason={delivery.reason} status_code={outcome.status_code} "
+              f"duration_ms={outcome.duration_ms}")
     state, due = step
     if not ours:
         log.warning("lease lost, outcome not recorded %s", fields)

@@ -4,17 +4,14 @@ import json
 from flask.json.provider import DefaultJSONProvider
 
 from api import versions
-from api.ids import format_id
+from api.ids import PREFIXES, format_id
 from api.schemas.alerts import MonitoringAlertSchema
-from api.schemas.compiled import dumper
 from api.schemas.fields import UtcDateTime
+from api.schemas.present import present
 from api.schemas.shipments import ShipmentSchema
 from models import alerts, shipments
+from models.webhooks import CHECK_RESULT_KEYS, CHECK_SUMMARY_KEYS
 
-EVENT_PREFIX = "msg"        # `evt_` names tracking events; webhook events are msg_<n>
-ENDPOINT_PREFIX = "whe"
-_SUMMARY_KEYS = ("total", "passed", "failed", "warnings", "skipped", "pending")
-_RESULT_KEYS = ("check_type", "key", "status")
 _timestamp = UtcDateTime()._serialize
 
 
@@ -32,51 +29,48 @@ class Renderer:
 
     def shipment(self, organization_id, shipment_id, version):
         """The shipment as GET /shipments/{id} shows it at `version`, or None when hidden or gone."""
-        key = (organization_id, shipment_id)
+        key = (organization_id, shipment_id, version)
         if key not in self._shipments:
             found = shipments.get_shipment(self.conn, organization_id, shipment_id)
-            self._shipments[key] = None if found is None else dumper(ShipmentSchema)(found)
-        dumped = self._shipments[key]
-        return None if dumped is None else versions.shape("shipment", dumped, version)
+            self._shipments[key] = None if found is None else present("shipment", ShipmentSchema, found, version)
+        return self._shipments[key]
 
     def alert(self, organization_id, alert_id, version):
         """The alert as GET /alerts lists it at `version`, or None."""
         found = alerts.get_alert(self.conn, organization_id, alert_id)
-        if found is None:
-            return None
-        return versions.shape("monitoring_alert", dumper(MonitoringAlertSchema)(found), version)
+        return None if found is None else present("monitoring_alert", MonitoringAlertSchema, found, version)
 
     def data_object(self, event, version):
         """data.object of an event, or None when its subject may not be sent."""
-        if event["type"] == "alert.created":
-            return self.alert(event["organization_id"], event["alert_id"], version)
-        if event["type"] == "webhook.test":
-            return test_object(event["endpoint_id"])
-        return self.shipment(event["organization_id"], event["shipment_id"], version)
+        if event.type == "alert.created":
+            return self.alert(event.organization_id, event.alert_id, version)
+        if event.type == "webhook.test":
+            return test_object(event.endpoint_id)
+        return self.shipment(event.organization_id, event.shipment_id, version)
 
     def render(self, event):
-        """(body, api_version) of an event row from models.events.claim_unrendered; body None means skip."""
-        version = event["organization_version"] or versions.LATEST
+        """(body, api_version) of a models.events.PendingEvent; body None means skip."""
+        version = event.organization_version or versions.LATEST
         obj = self.data_object(event, version)
         if obj is None:
             return None, version
-        data = {"object": obj, "previous_attributes": event["previous_attributes"]}
-        checks = (event["data_extra"] or {}).get("checks")
+        data = {"object": obj, "previous_attributes": event.previous_attributes}
+        checks = (event.data_extra or {}).get("checks")
         if checks is not None:
             data["checks"] = {
-                "summary": {key: checks["summary"][key] for key in _SUMMARY_KEYS},
-                "results": [{key: result[key] for key in _RESULT_KEYS} for result in checks["results"]],
+                "summary": {key: checks["summary"][key] for key in CHECK_SUMMARY_KEYS},
+                "results": [{key: result[key] for key in CHECK_RESULT_KEYS} for result in checks["results"]],
             }
-        return dumps(envelope(event["id"], event["type"], event["created_at"], version, data)), version
+        return dumps(envelope(event.id, event.type, event.created_at, version, data)), version
 
 
 def envelope(event_id, event_type, created_at, version, data):
     """The event body's top level."""
-    return {"id": format_id(EVENT_PREFIX, event_id), "type": event_type,
+    return {"id": format_id(PREFIXES["webhook_event"], event_id), "type": event_type,
             "created_at": _timestamp(created_at, None, None), "api_version": version, "data": data}
 
 
 def test_object(endpoint_id):
     """data.object of webhook.test: names the endpoint; no shipment is involved."""
-    return {"object": "webhook_test", "endpoint_id": format_id(ENDPOINT_PREFIX, endpoint_id),
+    return {"object": "webhook_test", "endpoint_id": format_id(PREFIXES["webhook_endpoint"], endpoint_id),
             "message": "Test event sent from the webhook settings."}

@@ -36,7 +36,6 @@ TOTAL_SECONDS = 15.0    # the sender stops waiting after this, in all
 KEEP_BYTES = 2048       # only the first 2 KB of a reply is read and kept
 IDLE_SECONDS = 20.0     # an idle kept-alive connection older than this is not reused
 POOL_HOSTS = 1024       # (address, host) pools kept; the least recently used beyond this is closed
-POOL_SIZE = 128         # idle connections kept per (address, host): the default worker count
 # Socket timeouts are only a backstop behind the watchdog once the socket is watched,
 # so that the deadline is reported as such, not as a socket timeout that raced it.
 BACKSTOP_SECONDS = 1.0
@@ -167,14 +166,14 @@ class _PinnedAdapter(HTTPAdapter):
 class _Session(requests.Session):
     """A requests Session with nothing of its own: no default headers, cookies, environment or redirects."""
 
-    def __init__(self, verify):
+    def __init__(self, verify, pool_size):
         super().__init__()
         self.headers.clear()
         self.trust_env = False  # no proxies, netrc credentials or CA bundle from the environment
         self.verify = verify
         self.cookies.set_policy(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
         self.adapters.clear()
-        self.mount("https://", _PinnedAdapter(pool_connections=POOL_HOSTS, pool_maxsize=POOL_SIZE))
+        self.mount("https://", _PinnedAdapter(pool_connections=POOL_HOSTS, pool_maxsize=pool_size))
 
     def get_redirect_target(self, resp):
         # Even with allow_redirects=False, requests reads a redirect's whole body to
@@ -185,11 +184,12 @@ class _Session(requests.Session):
 class Sender:
     """Sends webhook requests; thread-safe, one per process."""
 
-    def __init__(self, ca_bundle=None, allowed_networks=(), service_domain=None,
+    def __init__(self, *, ca_bundle, allowed_networks, service_domain, workers,
                  answer_seconds=ANSWER_SECONDS, total_seconds=TOTAL_SECONDS, resolver=None):
         verify = ca_bundle or certifi.where()
         ssl.create_default_context(cafile=verify)  # a bad CA bundle setting fails here, not on every attempt
-        self.session = _Session(verify)
+        # Idle connections kept per (address, host): never more are in flight than there are workers.
+        self.session = _Session(verify, workers)
         self.adapter = self.session.get_adapter("https://")
         self.allowed = ssrf.allowed_networks(allowed_networks)
         self.service_domain = service_domain

@@ -12,48 +12,18 @@ import time
 import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
 
+from api.ids import PREFIXES, format_id
 from delivery import mailer, recording, retry
-from delivery.render import EVENT_PREFIX, Renderer
-from delivery.recording import Result
+from delivery.attempts import send_delivery, utcnow
+from delivery.outbox import RENDER_BATCH, render_pending
 from models import db, events, webhook_deliveries, webhooks
 
 log = logging.getLogger("delivery")
 
-RENDER_BATCH = 50
 RENDER_SECONDS = 0.1  # a turn of the loop renders this long at most, then records and claims
 RENDER_IDLE_SECONDS = 0.2
 NOTIFY_CHANNEL = "webhook_events"
-
-
-def utcnow():
-    """The real clock (tests pass their own)."""
-    return datetime.now(timezone.utc)
-
-
-def send_row(sender, row, clock=utcnow):
-    """Send one claimed delivery row; returns its Result (webhook-timestamp is the real time of signing)."""
-    attempted_at = clock()
-    outcome = sender.send(row["url"], row["secret"], f"{EVENT_PREFIX}_{row['event_id']}",
-                          row["body"].encode(), time.time())
-    return Result(row, attempted_at, clock(), outcome)
-
-
-def render_pending(conn, now, limit=RENDER_BATCH, event_ids=None):
-    """Render and fan out up to `limit` waiting events in the caller's transaction; returns how many."""
-    claimed = events.claim_unrendered(conn, limit, event_ids)
-    renderer = Renderer(conn)
-    rendered = []
-    for event in claimed:
-        try:
-            rendered.append((event["id"], *renderer.render(event)))
-        except (ValueError, TypeError, KeyError, AttributeError):
-            # A row the serialiser cannot handle must not stall every later event: skip it, loudly.
-            log.exception("cannot render event event_id=msg_%s type=%s; skipped", event["id"], event["type"])
-            rendered.append((event["id"], None, None))
-    events.store_rendered(conn, rendered, now)
-    return len(claimed)
 
 
 class Dispatcher:
@@ -115,13 +85,15 @@ class Dispatcher:
         return webhook_deliveries.claim_due(self.conn, now, now + self.settings.lease, str(uuid.uuid4()),
                                             busy, self.settings.per_endpoint, total_free)
 
-    def _send(self, row):
+    def _send(self, delivery):
         try:
-            result = send_row(self.sender, row, self.clock)
+            result = send_delivery(self.sender, delivery, self.clock)
         except Exception:  # a bug must not lose the slot; the lease brings the work back
-            log.exception("sender crashed event_id=msg_%s endpoint_id=whe_%s", row["event_id"], row["endpoint_id"])
+            log.exception("sender crashed event_id=%s endpoint_id=%s",
+                          format_id(PREFIXES["webhook_event"], delivery.event_id),
+                          format_id(PREFIXES["webhook_endpoint"], delivery.endpoint_id))
             result = None
-        self.results.put((row, result))
+        self.results.put((delivery, result))
         self._wake()
 
     def _wake(self):
@@ -142,16 +114,16 @@ class Dispatcher:
         """Record finished requests and lease new work in one transaction, then start sending it."""
         done = self._finished()
         with self.conn:
-            recording.record(self.conn, [result for _row, result in done if result is not None])
-            rows = self._claim() if claiming else []
-        for row, _result in done:
-            self.in_flight[row["endpoint_id"]] -= 1
-            if self.in_flight[row["endpoint_id"]] <= 0:
-                del self.in_flight[row["endpoint_id"]]
-        for row in rows:
-            self.in_flight[row["endpoint_id"]] += 1
-            self.executor.submit(self._send, row)
-        return len(done) + len(rows)
+            recording.record(self.conn, [result for _delivery, result in done if result is not None])
+            claimed = self._claim() if claiming else []
+        for delivery, _result in done:
+            self.in_flight[delivery.endpoint_id] -= 1
+            if self.in_flight[delivery.endpoint_id] <= 0:
+                del self.in_flight[delivery.endpoint_id]
+        for delivery in claimed:
+            self.in_flight[delivery.endpoint_id] += 1
+            self.executor.submit(self._send, delivery)
+        return len(done) + len(claimed)
 
     def wait(self, timeout, also=()):
         """Sleep until a request finishes, one of `also` is readable, or `timeout` passes."""
@@ -180,7 +152,7 @@ class Dispatcher:
             with self.conn:
                 for endpoint in webhook_deliveries.claim_unnotified(self.conn):
                     log.warning("endpoint disabled but SHIPTRACK_SMTP_HOST is not set; admins not e-mailed "
-                                "endpoint_id=whe_%s", endpoint["id"])
+                                "endpoint_id=%s", format_id(PREFIXES["webhook_endpoint"], endpoint["id"]))
             return
         with self.conn:
             for endpoint in webhook_deliveries.claim_unnotified(self.conn):
@@ -190,10 +162,12 @@ class Dispatcher:
                     try:
                         mailer.send(self.settings.smtp_host, self.settings.smtp_port, message)
                     except OSError as error:  # smtplib errors are OSErrors; try again next pass
-                        log.error("disabled-endpoint e-mail failed endpoint_id=whe_%s error=%r", endpoint["id"], error)
+                        log.error("disabled-endpoint e-mail failed endpoint_id=%s error=%r",
+                                  format_id(PREFIXES["webhook_endpoint"], endpoint["id"]), error)
                         continue
                 webhook_deliveries.mark_notified(self.conn, endpoint["id"], self.clock())
-                log.info("admins e-mailed endpoint_id=whe_%s recipients=%s", endpoint["id"], len(recipients))
+                log.info("admins e-mailed endpoint_id=%s recipients=%s",
+                         format_id(PREFIXES["webhook_endpoint"], endpoint["id"]), len(recipients))
 
     def step(self, claiming=True):
         """One turn of the loop; returns how much work it did."""

@@ -1,5 +1,35 @@
 """The webhook outbox: events written by triggers, rendered once, fanned out to endpoints."""
+from dataclasses import dataclass
+from datetime import datetime
+
 import psycopg2.extras
+
+
+@dataclass(frozen=True, slots=True)
+class PendingEvent:
+    """An event waiting for its body, as claim_unrendered reads it (with its organization's pinned version)."""
+
+    id: int
+    organization_id: int
+    type: str
+    shipment_id: int | None
+    alert_id: int | None
+    check_run_id: int | None
+    endpoint_id: int | None
+    previous_attributes: dict | None
+    data_extra: dict | None
+    created_at: datetime
+    organization_version: str | None
+
+    @classmethod
+    def from_row(cls, row):
+        """The record of one row of _CLAIM_UNRENDERED_SQL."""
+        return cls(id=row["id"], organization_id=row["organization_id"], type=row["type"],
+                   shipment_id=row["shipment_id"], alert_id=row["alert_id"], check_run_id=row["check_run_id"],
+                   endpoint_id=row["endpoint_id"], previous_attributes=row["previous_attributes"],
+                   data_extra=row["data_extra"], created_at=row["created_at"],
+                   organization_version=row["organization_version"])
+
 
 # claim_unrendered: events waiting for their body, oldest first; SKIP LOCKED lets passes overlap.
 _CLAIM_UNRENDERED_SQL = """
@@ -35,10 +65,10 @@ ON CONFLICT (event_id, endpoint_id) DO NOTHING
 
 
 def claim_unrendered(conn, limit, event_ids=None):
-    """Lock up to `limit` events waiting to be rendered (only `event_ids` when given)."""
+    """Lock up to `limit` events waiting to be rendered (only `event_ids` when given); PendingEvents."""
     with conn.cursor() as cur:
         cur.execute(_CLAIM_UNRENDERED_SQL, {"limit": limit, "ids": event_ids})
-        return cur.fetchall()
+        return [PendingEvent.from_row(row) for row in cur.fetchall()]
 
 
 def store_rendered(conn, rendered, now):

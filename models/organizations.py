@@ -27,6 +27,14 @@ def get_organization_by_slug(conn, slug):
         return cur.fetchone()
 
 
+def get_organization(conn, organization_id):
+    """An organization by id, or None (the CLI checks who may manage an endpoint's or event's organization)."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT id, name, slug, api_version FROM organizations WHERE id = %(id)s",
+                    {"id": organization_id})
+        return cur.fetchone()
+
+
 def list_organizations(conn):
     """Every organization, oldest first."""
     with conn.cursor() as cur:

@@ -1,5 +1,32 @@
 """Webhook deliveries: claiming due work under a lease, recording attempts, endpoint health."""
+from dataclasses import dataclass
+
 import psycopg2.extras
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedDelivery:
+    """A delivery leased to this process, with what sending it needs (claim_due, create_claimed)."""
+
+    id: int
+    event_id: int
+    endpoint_id: int
+    reason: str
+    attempt: int             # the number of the attempt about to be made, from 1
+    max_attempts: int
+    lease_token: str         # finish_deliveries writes the outcome only while the row still holds it
+    url: str
+    secret: str
+    type: str
+    body: str
+
+    @classmethod
+    def from_row(cls, row):
+        """The record of one row returned by _CLAIM_SQL or _CREATE_CLAIMED_SQL (the same columns)."""
+        return cls(id=row["id"], event_id=row["event_id"], endpoint_id=row["endpoint_id"], reason=row["reason"],
+                   attempt=row["attempt"], max_attempts=row["max_attempts"], lease_token=row["lease_token"],
+                   url=row["url"], secret=row["secret"], type=row["type"], body=row["body"])
+
 
 # claim_due: up to `free` due deliveries per enabled endpoint (a slow endpoint never takes
 # every worker), locked with SKIP LOCKED and leased by pushing next_attempt_at forward:
@@ -28,7 +55,7 @@ UPDATE webhook_deliveries d
   FROM picked p, events ev, webhook_endpoints e
  WHERE d.id = p.id AND ev.id = d.event_id AND e.id = d.endpoint_id
 RETURNING d.id, d.event_id, d.endpoint_id, d.reason, d.attempt_count + 1 AS attempt, d.max_attempts,
-          d.lease_token, e.url, e.secret, e.organization_id, ev.type, ev.body
+          d.lease_token, e.url, e.secret, ev.type, ev.body
 """
 
 # create_claimed: a delivery born leased to the caller (test events and resends are sent at once).
@@ -64,21 +91,21 @@ VALUES %s
 
 
 def claim_due(conn, now, lease_until, token, busy, default_free, limit):
-    """Lease due deliveries; `busy` maps endpoint id -> free slots for endpoints with work in flight."""
+    """Lease due deliveries (ClaimedDelivery records); `busy` maps endpoint id -> free slots of busy endpoints."""
     with conn.cursor() as cur:
         cur.execute(_CLAIM_SQL, {"now": now, "lease_until": lease_until, "token": token,
                                  "busy_ids": list(busy), "busy_free": list(busy.values()),
                                  "default_free": default_free, "limit": limit})
-        return cur.fetchall()
+        return [ClaimedDelivery.from_row(row) for row in cur.fetchall()]
 
 
 def create_claimed(conn, event_id, endpoint_id, reason, max_attempts, lease_until, token):
-    """Create (or restart) the delivery of an event to an endpoint, already leased to the caller."""
+    """Create (or restart) an event's delivery to an endpoint, already leased to the caller; a ClaimedDelivery."""
     with conn.cursor() as cur:
         cur.execute(_CREATE_CLAIMED_SQL, {"event_id": event_id, "endpoint_id": endpoint_id, "reason": reason,
                                           "max_attempts": max_attempts, "lease_until": lease_until,
                                           "token": token})
-        return cur.fetchone()
+        return ClaimedDelivery.from_row(cur.fetchone())
 
 
 def lock_endpoints(conn, endpoint_ids):

@@ -3,6 +3,9 @@ import psycopg2
 
 EVENT_TYPES = ("shipment.status_changed", "shipment.eta_changed", "shipment.checks_completed", "alert.created")
 MAX_ENDPOINTS = 5
+# What an event body carries of a finished check run (events.data_extra holds more).
+CHECK_SUMMARY_KEYS = ("total", "passed", "failed", "warnings", "skipped", "pending")
+CHECK_RESULT_KEYS = ("check_type", "key", "status")
 
 _COLUMNS = """e.id, e.organization_id, e.url, e.description, e.event_types, e.secret, e.enabled,
               e.disabled_at, e.disabled_reason, e.disabled_notified_at, e.failing_since,

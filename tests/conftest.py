@@ -14,10 +14,9 @@ from contextlib import contextmanager
 import pytest
 import trustme
 
-from delivery.settings import Settings
 from models import db
 from tests.support.databases import Emptier, Server
-from tests.support.webhooks import RECEIVER_HOST, Receiver
+from tests.support.webhooks import RECEIVER_HOST, Receiver, delivery_settings
 
 # Rate limits high enough never to matter to tests that are not about them.
 NO_RATE_LIMITS = {"window_seconds": 300, "per_token": 100000, "per_ip": 100000, "anonymous_per_ip": 100000}
@@ -150,8 +149,9 @@ def receiver(ca):
 @pytest.fixture
 def settings(database_url, ca_bundle):
     """Delivery settings for the test database and the local receiver."""
-    return Settings(database_url=database_url, allowed_networks=["127.0.0.1/32"], ca_bundle=ca_bundle,
-                    service_domain="shiptrack.example", workers=16, per_endpoint=4)
+    return delivery_settings(DATABASE_URL=database_url, WEBHOOK_ALLOWED_NETWORKS=["127.0.0.1/32"],
+                             WEBHOOK_CA_BUNDLE=ca_bundle, SERVICE_DOMAIN="shiptrack.example", WEBHOOK_WORKERS=16,
+                             WEBHOOK_PER_ENDPOINT=4)
 
 
 @pytest.fixture

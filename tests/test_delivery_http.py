@@ -6,19 +6,17 @@ import time
 import pytest
 
 from delivery import signing
-from delivery.settings import Settings
-from delivery.worker import send_row
-from tests.support.webhooks import resolver
+from delivery.attempts import send_delivery
+from tests.support.webhooks import claimed_delivery, delivery_settings, resolver
 
 BODY = '{"id":"msg_7","type":"webhook.test"}'
 
 
-def _send(url, ca_bundle, **limits):
-    settings = Settings(database_url="unused", allowed_networks=["127.0.0.1/32"], ca_bundle=ca_bundle, **limits)
-    sender = settings.make_sender(resolver)
-    row = {"url": url, "secret": signing.new_secret(), "event_id": 7, "body": BODY}
+def _send(url, ca_bundle, **deadlines):
+    settings = delivery_settings(WEBHOOK_ALLOWED_NETWORKS=["127.0.0.1/32"], WEBHOOK_CA_BUNDLE=ca_bundle)
+    sender = settings.make_sender(resolver, **deadlines)
     try:
-        return send_row(sender, row).outcome
+        return send_delivery(sender, claimed_delivery(url, signing.new_secret(), 7, BODY)).outcome
     finally:
         sender.close()
 
@@ -119,11 +117,11 @@ def test_unknown_ca_is_refused_without_the_bundle_setting(receiver):
 
 
 def test_keep_alive_connections_are_reused(receiver, ca_bundle):
-    settings = Settings(database_url="unused", allowed_networks=["127.0.0.1/32"], ca_bundle=ca_bundle)
+    settings = delivery_settings(WEBHOOK_ALLOWED_NETWORKS=["127.0.0.1/32"], WEBHOOK_CA_BUNDLE=ca_bundle)
     sender = settings.make_sender(resolver)
-    row = {"url": receiver.url("/ok"), "secret": signing.new_secret(), "event_id": 7, "body": BODY}
+    delivery = claimed_delivery(receiver.url("/ok"), signing.new_secret(), 7, BODY)
     try:
-        assert all(send_row(sender, row).outcome.succeeded for _ in range(5))
+        assert all(send_delivery(sender, delivery).outcome.succeeded for _ in range(5))
         pools = sender.adapter.poolmanager.pools
         assert [pools[key].num_connections for key in pools.keys()] == [1]  # one (address, host) pool, one connection
     finally:
@@ -139,11 +137,10 @@ def test_one_lookup_per_attempt_and_the_connection_uses_its_answer(receiver, ca_
         # First answer: the receiver. Any later lookup would point at a closed port's host.
         return [ipaddress.ip_address("127.0.0.1" if len(lookups) == 1 else "127.0.0.2")]
 
-    settings = Settings(database_url="unused", allowed_networks=["127.0.0.0/8"], ca_bundle=ca_bundle)
+    settings = delivery_settings(WEBHOOK_ALLOWED_NETWORKS=["127.0.0.0/8"], WEBHOOK_CA_BUNDLE=ca_bundle)
     sender = settings.make_sender(rebinding)
-    row = {"url": receiver.url("/ok"), "secret": signing.new_secret(), "event_id": 7, "body": BODY}
     try:
-        outcome = send_row(sender, row).outcome
+        outcome = send_delivery(sender, claimed_delivery(receiver.url("/ok"), signing.new_secret(), 7, BODY)).outcome
     finally:
         sender.close()
     assert lookups == ["receiver.test"]

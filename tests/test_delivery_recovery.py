@@ -5,7 +5,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from delivery.worker import Dispatcher, send_row
+from delivery.attempts import send_delivery
+from delivery.worker import Dispatcher
 from models import webhook_deliveries
 from tests.support.factories import make_org, make_shipment
 from tests.support.webhooks import Clock, add_endpoint, pass_process, resolver, run_pass
@@ -59,8 +60,8 @@ def test_pass_dead_after_claiming_or_before_recording(conn, receiver, settings):
         crashed.render()
         now = datetime.now(timezone.utc)
         with crashed.conn:
-            (row,) = webhook_deliveries.claim_due(crashed.conn, now, now + settings.lease, "0" * 32, {}, 4, 10)
-        send_row(crashed.sender, row)  # sent, then the process "dies" before recording
+            (delivery,) = webhook_deliveries.claim_due(crashed.conn, now, now + settings.lease, "0" * 32, {}, 4, 10)
+        send_delivery(crashed.sender, delivery)  # sent, then the process "dies" before recording
     finally:
         crashed.executor.shutdown()
         crashed.conn.close()

@@ -7,8 +7,9 @@ import referencing
 from openapi_spec_validator import validate
 
 from api.openapi import build_spec
+from delivery.outbox import render_pending
 from delivery.render import Renderer
-from delivery.worker import render_pending
+from models.events import PendingEvent
 from tests.support.factories import make_org, make_shipment
 
 
@@ -57,7 +58,8 @@ def test_rendered_bodies_match_the_description(app, conn):
     assert len(rows) == 3
     for row in rows:
         _validator(document, row["type"]).validate(json.loads(row["body"]))
-    test_body = Renderer(conn).render({"id": 9, "organization_id": org, "type": "webhook.test", "endpoint_id": 1,
-                                       "previous_attributes": None, "data_extra": {},
-                                       "created_at": datetime.now(timezone.utc), "organization_version": None})[0]
+    test_body = Renderer(conn).render(PendingEvent(
+        id=9, organization_id=org, type="webhook.test", shipment_id=None, alert_id=None, check_run_id=None,
+        endpoint_id=1, previous_attributes=None, data_extra={}, created_at=datetime.now(timezone.utc),
+        organization_version=None))[0]
     _validator(document, "webhook.test").validate(json.loads(test_body))

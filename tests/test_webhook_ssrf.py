@@ -4,9 +4,8 @@ import ipaddress
 import pytest
 
 from delivery import ssrf
-from delivery.settings import Settings
-from delivery.worker import send_row
-from tests.support.webhooks import resolver
+from delivery.attempts import send_delivery
+from tests.support.webhooks import claimed_delivery, delivery_settings, resolver
 
 REFUSED = [
     ("10.1.2.3", "private"), ("172.16.0.1", "private"), ("192.168.1.1", "private"),
@@ -126,9 +125,9 @@ def test_unresolvable_host_is_refused():
 
 def test_checked_again_before_every_delivery(receiver, ca_bundle):
     """A host that was public when saved but now resolves to a private address is not contacted."""
-    settings = Settings(database_url="unused", allowed_networks=[], ca_bundle=ca_bundle)
-    row = {"url": receiver.url("/ok"), "secret": "whsec_AAAA", "event_id": 1, "body": "{}"}
-    outcome = send_row(settings.make_sender(resolver), row).outcome
+    settings = delivery_settings(WEBHOOK_CA_BUNDLE=ca_bundle)
+    delivery = claimed_delivery(receiver.url("/ok"), "whsec_AAAA", 1, "{}")
+    outcome = send_delivery(settings.make_sender(resolver), delivery).outcome
     assert not outcome.succeeded and outcome.address is None
     assert outcome.error.startswith("refused: host receiver.test resolves to 127.0.0.1, a loopback address")
     assert receiver.requests == []

@@ -14,9 +14,12 @@ import sys
 import time
 from datetime import timedelta
 
+from config import load_config
 from delivery import signing, ssrf
+from delivery.settings import Settings
 from delivery.worker import Dispatcher
 from models import webhooks
+from models.webhook_deliveries import ClaimedDelivery
 
 PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -125,6 +128,17 @@ def event_bodies(receiver):
 def add_endpoint(conn, org, url, types=webhooks.EVENT_TYPES):
     """An enabled endpoint; returns its row (with the secret)."""
     return webhooks.create_endpoint(conn, org, url, types, None, signing.new_secret())
+
+
+def delivery_settings(**config):
+    """Delivery settings from the settings table and `config` (upper-case keys), ignoring the environment."""
+    return Settings.from_config(load_config({"DATABASE_URL": "unused", **config}, environ={}))
+
+
+def claimed_delivery(url, secret, event_id=7, body="{}"):
+    """A delivery as if claimed, to hand to the sender without a database."""
+    return ClaimedDelivery(id=1, event_id=event_id, endpoint_id=1, reason="scheduled", attempt=1, max_attempts=8,
+                           lease_token="0" * 32, url=url, secret=secret, type="webhook.test", body=body)
 
 
 def run_pass(settings, clock=None, seconds=5):

@@ -1,11 +1,12 @@
 """The OpenAPI 3.1 `webhooks` section: one entry per event type, with the body and signature headers."""
-from models.webhooks import EVENT_TYPES
+from api.ids import PREFIXES, id_pattern
+from models.webhooks import CHECK_RESULT_KEYS, CHECK_SUMMARY_KEYS, EVENT_TYPES
 
 _REF = "#/components/schemas/{}"
 
 _HEADERS = [
     ("webhook-id", "The event id (`msg_<int>`); the same for every endpoint, retry and resend.",
-     {"type": "string", "pattern": "^msg_[1-9][0-9]{0,17}$"}),
+     {"type": "string", "pattern": id_pattern(PREFIXES["webhook_event"])}),
     ("webhook-timestamp", "Unix time in seconds of this attempt; reject old timestamps.",
      {"type": "string", "pattern": "^[0-9]+$"}),
     ("webhook-signature", "`v1,` + base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<raw body>`, keyed "
@@ -20,9 +21,9 @@ _CHECKS = {
         "summary": {"type": "object", "description": "Counts of the run's checks by status.",
                     "additionalProperties": {"type": "integer"},
                     "properties": {key: {"type": "integer"}
-                                   for key in ("total", "passed", "failed", "warnings", "skipped", "pending")}},
+                                   for key in CHECK_SUMMARY_KEYS}},
         "results": {"type": "array", "items": {
-            "type": "object", "required": ["check_type", "key", "status"],
+            "type": "object", "required": list(CHECK_RESULT_KEYS),
             "properties": {"check_type": {"type": "string", "description": "The check's category."},
                            "key": {"type": "string"},
                            "status": {"type": "string",
@@ -34,7 +35,7 @@ _CHECKS = {
 _TEST_OBJECT = {
     "type": "object", "required": ["object", "endpoint_id", "message"],
     "properties": {"object": {"type": "string", "const": "webhook_test"},
-                   "endpoint_id": {"type": "string", "pattern": "^whe_[1-9][0-9]{0,17}$"},
+                   "endpoint_id": {"type": "string", "pattern": id_pattern(PREFIXES["webhook_endpoint"])},
                    "message": {"type": "string"}},
 }
 
@@ -67,7 +68,7 @@ def _body(event_type, component, previous, checks):
     return {
         "type": "object", "required": ["id", "type", "created_at", "api_version", "data"],
         "properties": {
-            "id": {"type": "string", "pattern": "^msg_[1-9][0-9]{0,17}$",
+            "id": {"type": "string", "pattern": id_pattern(PREFIXES["webhook_event"]),
                    "description": "Event id; identical for every endpoint and on a retry or resend."},
             "type": {"type": "string", "const": event_type},
             "created_at": {"type": "string", "format": "date-time"},

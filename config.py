@@ -1,0 +1,81 @@
+"""Every setting and its default, read in one order: defaults, DATABASE_URL, SHIPTRACK_* variables, overrides.
+
+Both entry points read settings here: `create_app` (the API, its CLI) and `python -m delivery`
+(which must not build the Flask application just to learn its configuration).
+"""
+import copy
+import json
+import logging
+import os
+from pathlib import Path
+
+ENV_PREFIX = "SHIPTRACK_"
+
+DEFAULTS = {
+    # PostgreSQL URL; None starts the embedded server (models.db.resolve_database_url) so a checkout just runs.
+    "DATABASE_URL": None,
+    # Folder holding document files; the database stores each file's key in it. Beside the code for a checkout.
+    "STORAGE_DIR": str(Path(__file__).resolve().parent / "storage"),
+    # Requests per window by token, by address, and by address without a token (SPEC: rate limits).
+    "RATE_LIMITS": {"window_seconds": 300, "per_token": 600, "per_ip": 1200, "anonymous_per_ip": 30},
+    # Proxies in front of the service whose X-Forwarded-For hop is trusted; 0 trusts none (direct exposure).
+    "TRUSTED_PROXIES": 0,
+    # The service's own domain; it and its subdomains are refused as webhook hosts.
+    "SERVICE_DOMAIN": "shiptrack.example",
+    # Networks a webhook URL may resolve to despite not being public (tests, demos); none, so SSRF is refused.
+    "WEBHOOK_ALLOWED_NETWORKS": [],
+    # A CA bundle to verify receivers with instead of certifi's (test CAs); None trusts the public CAs.
+    "WEBHOOK_CA_BUNDLE": None,
+    # Requests in flight at once in one delivery process: threads mostly wait on receivers, so many are cheap.
+    "WEBHOOK_WORKERS": 128,
+    # Requests in flight per endpoint: a slow endpoint holds at most this many workers, the others keep theirs.
+    "WEBHOOK_PER_ENDPOINT": 16,
+    # A claimed delivery not recorded within this is due again (a crashed pass); well above the 15 s a send takes.
+    "WEBHOOK_LEASE_SECONDS": 300,
+    # A cron pass (every minute) claims new work this long, then drains (at most 15 s), before the next starts.
+    "WEBHOOK_PASS_SECONDS": 45,
+    # SMTP server for e-mails about disabled endpoints; None logs a warning instead of e-mailing.
+    "SMTP_HOST": None,
+    # The SMTP port: 25, a local relay without authentication.
+    "SMTP_PORT": 25,
+    # Sender address of those e-mails, in the service's own domain.
+    "SMTP_FROM": "webhooks@shiptrack.example",
+}
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+
+
+def load_config(overrides=None, environ=None):
+    """The settings: DEFAULTS, then $DATABASE_URL, then SHIPTRACK_<KEY> variables, then `overrides`.
+
+    Variables parse as Flask's `from_prefixed_env` does: JSON when the value parses, else the string;
+    `__` in a name sets a key of a nested dict (SHIPTRACK_RATE_LIMITS__per_token=100). Like Flask's
+    `from_mapping`, only upper-case keys of `overrides` are taken.
+    """
+    environ = os.environ if environ is None else environ
+    values = copy.deepcopy(DEFAULTS)  # a nested variable must not change the module's table
+    values["DATABASE_URL"] = environ.get("DATABASE_URL") or None
+    for name in sorted(environ):
+        if name.startswith(ENV_PREFIX):
+            _set(values, name.removeprefix(ENV_PREFIX), _parse(environ[name]))
+    values.update((key, value) for key, value in (overrides or {}).items() if key.isupper())
+    return values
+
+
+def _parse(text):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _set(values, key, value):
+    *parents, tail = key.split("__")
+    for part in parents:
+        values = values.setdefault(part, {})
+    values[tail] = value
+
+
+def configure_logging():
+    """One log line format for the service, its CLI and the delivery script."""
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
