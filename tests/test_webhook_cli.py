@@ -4,6 +4,8 @@ import re
 import pytest
 import standardwebhooks
 
+from api import versions
+from cli import webhooks as webhook_commands
 from tests.support.factories import make_org, make_shipment
 from tests.support.webhooks import event_bodies, run_pass
 
@@ -115,6 +117,26 @@ def test_test_event_sent_once_signed_and_not_counted(cli, org, conn, receiver):
         assert cur.fetchone()["failing_since"] is None
         cur.execute("SELECT state, max_attempts, next_attempt_at FROM webhook_deliveries ORDER BY id")
         assert cur.fetchall()[-1] == {"state": "failed", "max_attempts": 1, "next_attempt_at": None}
+
+
+def test_test_event_rendered_through_the_outbox(cli, org, conn, receiver, monkeypatch):
+    """`webhooks test` renders like every event (delivery.outbox.render_pending) and sends the stored bytes."""
+    calls = []
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs)
+        return render_pending(*args, **kwargs)
+
+    render_pending = webhook_commands.render_pending
+    monkeypatch.setattr(webhook_commands, "render_pending", spy)
+    endpoint_id, _secret = _add(cli, receiver.url("/ok", host="127.0.0.1"))
+    assert cli("test", endpoint_id)[0] == 0
+    assert calls == [{"event_ids": [1]}]
+    (request,) = receiver.requests
+    with conn.cursor() as cur:
+        cur.execute("SELECT state, body, api_version FROM events")
+        assert cur.fetchall() == [{"state": "rendered", "body": request["body"].decode(),
+                                   "api_version": versions.LATEST}]
 
 
 def test_rolled_secret_signs_at_once(cli, org, conn, receiver):
