@@ -11,14 +11,15 @@ d.created_at, d.updated_at
 """
 
 # list_shipment_documents: the visible shipment (one row even without documents) and its current
-# documents, oldest first; served by documents_shipment_idx.
+# documents, oldest first: by created_at as shown (to the second), then id; served by
+# documents_shipment_created_idx.
 LIST_SQL = f"""
 SELECT s.id AS found_shipment_id, {_COLUMNS}
   FROM shipments s
   LEFT JOIN documents d ON d.shipment_id = s.id AND d.record_kind = 'current'
  WHERE s.id = %(shipment_id)s AND s.organization_id = %(organization_id)s
    AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
- ORDER BY d.id
+ ORDER BY date_trunc('second', d.created_at AT TIME ZONE 'UTC'), d.id
 """
 
 # get_document: one current document of a visible shipment of the organization.

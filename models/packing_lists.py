@@ -2,7 +2,8 @@
 from models.db import group_rows
 
 # list_shipment_packing_lists: the visible shipment (one row even without packing lists) and its
-# current packing lists, oldest first; served by packing_lists_shipment_idx.
+# current packing lists, oldest first: by created_at to the second (the precision every timestamp
+# is shown at), then id; served by packing_lists_shipment_created_idx.
 LISTS_SQL = """
 SELECT s.id AS found_shipment_id, k.id, k.shipment_id, k.document_id, k.container_id, k.reference,
        k.declared_box_count, k.declared_net_weight_kg
@@ -10,7 +11,7 @@ SELECT s.id AS found_shipment_id, k.id, k.shipment_id, k.document_id, k.containe
   LEFT JOIN packing_lists k ON k.shipment_id = s.id AND k.is_current
  WHERE s.id = %(shipment_id)s AND s.organization_id = %(organization_id)s
    AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
- ORDER BY k.id
+ ORDER BY date_trunc('second', k.created_at AT TIME ZONE 'UTC'), k.id
 """
 
 # The pallets of a set of packing lists, oldest first; served by pallets_packing_list_idx.

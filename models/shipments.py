@@ -94,13 +94,14 @@ SELECT DISTINCT a.produce_name FROM produce_aliases a WHERE a.alias LIKE lower(%
 """
 
 
-# shipment containers, oldest first, for a set of shipments.
+# shipment containers, oldest first (created_at to the second, the precision timestamps are shown
+# at, then id), for a set of shipments; served by containers_shipment_created_idx.
 CONTAINERS_SQL = """
 SELECT c.shipment_id, c.id, c.number, c.seal_number, c.vessel, c.voyage, c.port_of_loading,
        c.port_of_discharge, c.etd, c.eta, c.cargo_type, c.temperature_celsius
   FROM containers c
  WHERE c.shipment_id = ANY (%(ids)s)
- ORDER BY c.shipment_id, c.id
+ ORDER BY c.shipment_id, date_trunc('second', c.created_at AT TIME ZONE 'UTC'), c.id
 """
 
 # shipment labels, sorted by name, for a set of shipments.

@@ -60,6 +60,20 @@ def test_lists_current_documents_oldest_first(conn, client, org):
     ]}
 
 
+def test_oldest_first_follows_the_shown_created_at_then_id(conn, client, org):
+    shipment = org["shipment"]
+    # Ids disagree with creation times; within one shown second, microseconds do not count.
+    late = make_document(conn, org["id"], shipment, created_at="2026-03-05T00:00:00Z")
+    early = make_document(conn, org["id"], shipment, created_at="2026-03-01T00:00:00Z")
+    same_second_b = make_document(conn, org["id"], shipment, created_at="2026-03-03T10:00:00.900Z")
+    same_second_a = make_document(conn, org["id"], shipment, created_at="2026-03-03T10:00:00.100Z")
+    body = client.get(f"/shipments/shp_{shipment}/documents", headers=auth(org["token"])).json
+    assert [item["id"] for item in body["data"]] == [
+        f"doc_{early}", f"doc_{same_second_b}", f"doc_{same_second_a}", f"doc_{late}"]
+    shown = [(item["created_at"], int(item["id"].removeprefix("doc_"))) for item in body["data"]]
+    assert shown == sorted(shown)
+
+
 def test_empty_list_and_json_suffix(client, org):
     response = client.get(f"/shipments/shp_{org['shipment']}/documents.json", headers=auth(org["token"]))
     assert (response.status_code, response.json) == (200, {"object": "list", "data": [], "has_more": False})

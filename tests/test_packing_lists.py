@@ -80,6 +80,16 @@ def test_current_packing_lists_with_pallets_lines_and_totals(conn, client, org):
     assert cargo["pallets"] == 3
 
 
+def test_oldest_first_by_creation_time_then_id(conn, client, org):
+    late = make_list(conn, org, created_at="2026-03-05T00:00:00Z")
+    early = make_list(conn, org, created_at="2026-03-01T00:00:00Z")
+    same_second_b = make_list(conn, org, created_at="2026-03-03T10:00:00.900Z")
+    same_second_a = make_list(conn, org, created_at="2026-03-03T10:00:00.100Z")
+    body = client.get(f"/shipments/shp_{org['shipment']}/packing_lists", headers=auth(org["token"])).json
+    assert [item["id"] for item in body["data"]] == [
+        f"pkl_{early}", f"pkl_{same_second_b}", f"pkl_{same_second_a}", f"pkl_{late}"]
+
+
 def test_empty_and_json_suffix(client, org):
     response = client.get(f"/shipments/shp_{org['shipment']}/packing_lists.json", headers=auth(org["token"]))
     assert (response.status_code, response.json) == (200, {"object": "list", "data": [], "has_more": False})

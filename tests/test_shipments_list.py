@@ -128,6 +128,19 @@ def test_time_bounds_compare_at_the_shown_precision(conn, client, token, param, 
         == []
 
 
+def test_containers_oldest_first_by_creation_time_then_id(conn, client, token):
+    shipment = make_shipment(conn, 1)
+    late = make_container(conn, shipment, created_at="2026-03-05T00:00:00Z")
+    early = make_container(conn, shipment, created_at="2026-03-01T00:00:00Z")
+    same_second_b = make_container(conn, shipment, created_at="2026-03-03T10:00:00.900Z")
+    same_second_a = make_container(conn, shipment, created_at="2026-03-03T10:00:00.100Z")
+    expected = [f"ctr_{early}", f"ctr_{same_second_b}", f"ctr_{same_second_a}", f"ctr_{late}"]
+    listed = client.get("/shipments", headers=auth(token)).json["data"][0]
+    found = client.get(f"/shipments/shp_{shipment}", headers=auth(token)).json
+    assert [item["id"] for item in listed["containers"]] == expected
+    assert [item["id"] for item in found["containers"]] == expected
+
+
 def test_eta_filter_follows_container_changes(conn, client, token):
     shipment = make_shipment(conn, 1)
     container = make_container(conn, shipment, eta="2026-04-20T00:00:00Z")
