@@ -56,6 +56,9 @@ class CommaSeparated(fields.String):
     def __init__(self, choices, description, **kwargs):
         self.choices = tuple(choices)
         metadata = {"description": description + " Comma-separated; any of: " + ", ".join(self.choices) + "."}
+        if isinstance(kwargs.get("load_default"), (list, tuple)):
+            # Documented as the text a client would send, not as the Python list the view receives.
+            metadata["default"] = ",".join(kwargs["load_default"])
         super().__init__(metadata=metadata, **kwargs)
 
     def _deserialize(self, value, attr, data, **kwargs):

@@ -49,6 +49,17 @@ def test_status_filter(client, org, every_status, query, expected):
                              "data": [check_body(ids[s], shipment, "S-1", s) for s in expected]}
 
 
+def test_the_documented_default_is_a_value_the_api_accepts(client, org, every_status):
+    parameters = client.get("/openapi.json").json["paths"]["/checks"]["get"]["parameters"]
+    status = next(p for p in parameters if isinstance(p, dict) and p.get("name") == "status")
+    assert status["schema"]["default"] == "failed,warning"
+    sent = client.get(f"/checks?status={status['schema']['default']}", headers=auth(org["token"]))
+    omitted = client.get("/checks", headers=auth(org["token"]))
+    assert sent.status_code == 200
+    assert sent.json == omitted.json
+    assert [item["status"] for item in sent.json["data"]] == ["warning", "failed"]
+
+
 def test_hidden_and_foreign_shipments_left_out(conn, client, org):
     visible = make_shipment(conn, org["id"], reference="S-1")
     wanted = make_check(conn, org["id"], visible, "failed")
