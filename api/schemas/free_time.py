@@ -1,5 +1,5 @@
 """FreeTimeSummary and FreeTimeClock; the rules behind each field are in docs/free-time.md."""
-from marshmallow import Schema, fields, post_dump, pre_dump
+from marshmallow import Schema, fields
 
 from api.schemas.fields import Id, doc, enum
 from models.free_time import STATES
@@ -65,19 +65,3 @@ class FreeTimeSummarySchema(Schema):
         "demurrage has stopped or given up, the most urgent running detention clock; null when no clocks "
         "or nothing to watch."))
 
-    # The active clock is always one of the listed clocks: dump it once and share the result, since
-    # clocks are most of the work of dumping a long at-risk list.
-    @pre_dump
-    def _skip_active_clock(self, summary, **kwargs):
-        return {**summary, "active_clock": None}
-
-    @post_dump(pass_original=True)
-    def _share_active_clock(self, data, summary, **kwargs):
-        active = summary["active_clock"]
-        for kind in ("demurrage", "detention"):
-            for position, clock in enumerate(summary[kind]):
-                if clock is active:
-                    data["active_clock"] = data[kind][position]
-                    return data
-        data["active_clock"] = None if active is None else FreeTimeClockSchema().dump(active)
-        return data
