@@ -8,6 +8,7 @@ from flask import Blueprint, Response, current_app
 from api import versions
 from api.apidoc import get_route, openapi_path, operation, view_doc
 from api.errors import REALM
+from api.params import parameter_attributes
 from api.schemas.common import ErrorSchema
 from api.webhook_description import WEBHOOKS
 
@@ -40,11 +41,14 @@ def documented_rules(app):
 
 
 def _new_spec():
+    marshmallow_plugin = MarshmallowPlugin()
     spec = APISpec(title=TITLE, version=versions.LATEST, openapi_version="3.1.0",
-                   plugins=[MarshmallowPlugin()],
+                   plugins=[marshmallow_plugin],
                    info={"description": "Read-only access to an organization's shipments, plus signed webhooks. "
                                         "Every endpoint is GET and needs `Authorization: Bearer <token>`, "
                                         "except this document."})
+    # style, explode and allowEmptyValue belong to the parameter, not its schema (api/params.py).
+    marshmallow_plugin.converter.add_parameter_attribute_function(parameter_attributes)
     spec.components.security_scheme("bearer", {"type": "http", "scheme": "bearer",
                                                "description": f"Token `sv_` + 40 letters and digits; realm {REALM}."})
     spec.components.schema("Error", schema=ErrorSchema)

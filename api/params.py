@@ -12,12 +12,24 @@ from api.errors import InvalidParameter
 from api.ids import id_pattern, parse_id
 
 _DIGITS = re.compile(r"[0-9]{1,3}", re.ASCII)
-_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", re.ASCII)
-_DATE_TIME = re.compile(
-    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?"
-    r"(Z|[+-]([01][0-9]|2[0-3])(:?[0-5][0-9])?)?", re.ASCII)
+_DATE_TEXT = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
+_TIME_TEXT = r"T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?(Z|[+-]([01][0-9]|2[0-3])(:?[0-5][0-9])?)?"
+_DATE = re.compile(_DATE_TEXT, re.ASCII)
+_DATE_TIME = re.compile(_DATE_TEXT + _TIME_TEXT, re.ASCII)
+# What the description publishes for time parameters: exactly the syntax parse_time reads.
+TIME_PATTERN = f"^{_DATE_TEXT}({_TIME_TEXT})?$"
 _BRACKETED = re.compile(r"([^\[\]]*)\[")
 MAX_VALUE_LENGTH = 500
+
+# Parameter Object attributes (not schema keywords) a field declares in metadata["parameter"];
+# api/openapi.py copies them into the description through parameter_attributes.
+OPTIONAL = {"allowEmptyValue": True}
+COMMA_LIST = {"style": "form", "explode": False, "allowEmptyValue": True}
+
+
+def parameter_attributes(converter, field, **kwargs):
+    """apispec parameter attribute function: the attributes in the field's metadata["parameter"]."""
+    return dict(field.metadata.get("parameter", {}))
 
 
 class Limit(fields.Integer):
@@ -40,7 +52,8 @@ class PrefixedId(fields.String):
 
     def __init__(self, prefix, description, **kwargs):
         self.prefix = prefix
-        metadata = {"description": description, "pattern": id_pattern(prefix)}
+        metadata = {"description": description + " Empty means omitted.", "pattern": id_pattern(prefix),
+                    "parameter": OPTIONAL}
         super().__init__(metadata=metadata, **kwargs)
 
     def _deserialize(self, value, attr, data, **kwargs):
@@ -55,10 +68,14 @@ class CommaSeparated(fields.String):
 
     def __init__(self, choices, description, **kwargs):
         self.choices = tuple(choices)
-        metadata = {"description": description + " Comma-separated; any of: " + ", ".join(self.choices) + "."}
+        # An array sent as one comma-separated value (style form, explode false): a generated client
+        # sends ["failed", "warning"] as `failed,warning`, exactly what _deserialize reads.
+        metadata = {"description": description + " Comma-separated; any of: " + ", ".join(self.choices) + ".",
+                    "type": "array", "items": {"type": "string", "enum": list(self.choices)},
+                    "parameter": COMMA_LIST}
         if isinstance(kwargs.get("load_default"), (list, tuple)):
-            # Documented as the text a client would send, not as the Python list the view receives.
-            metadata["default"] = ",".join(kwargs["load_default"])
+            # The JSON value of the array, not the text of a Python list.
+            metadata["default"] = list(kwargs["load_default"])
         super().__init__(metadata=metadata, **kwargs)
 
     def _deserialize(self, value, attr, data, **kwargs):
@@ -75,7 +92,10 @@ class IdList(fields.String):
 
     def __init__(self, prefix, description, **kwargs):
         self.prefix = prefix
-        super().__init__(metadata={"description": description + f" Comma-separated `{prefix}_` ids."}, **kwargs)
+        metadata = {"description": description + f" Comma-separated `{prefix}_` ids; empty means omitted.",
+                    "type": "array", "items": {"type": "string", "pattern": id_pattern(prefix)},
+                    "parameter": COMMA_LIST}
+        super().__init__(metadata=metadata, **kwargs)
 
     def _deserialize(self, value, attr, data, **kwargs):
         numbers = [parse_id(item, self.prefix) for item in value.split(",")]
@@ -89,7 +109,9 @@ class Choice(fields.String):
 
     def __init__(self, choices, description, **kwargs):
         self.choices = tuple(choices)
-        super().__init__(metadata={"description": description, "enum": list(self.choices)}, **kwargs)
+        metadata = {"description": description + " Empty means omitted.", "enum": list(self.choices),
+                    "parameter": OPTIONAL}
+        super().__init__(metadata=metadata, **kwargs)
 
     def _deserialize(self, value, attr, data, **kwargs):
         if value not in self.choices:
@@ -101,8 +123,12 @@ class TimeParam(fields.String):
     """An ISO 8601 date-time (UTC when it has no offset) or a bare date (midnight UTC)."""
 
     def __init__(self, description, **kwargs):
-        metadata = {"description": description + " An ISO 8601 date-time, or a date meaning midnight UTC "
-                                                  "at the start of that day."}
+        metadata = {"description": description + " An ISO 8601 date-time (`2026-03-03T12:00:00Z`; seconds, up "
+                                                  "to 6 fractional digits and the offset may be left out, no "
+                                                  "offset is UTC, offsets up to ±23:59) or a date (`2026-03-03`, "
+                                                  "midnight UTC at the start of that day); a real calendar day, "
+                                                  "within years 1 to 9999 in UTC. Empty means omitted.",
+                    "pattern": TIME_PATTERN, "parameter": OPTIONAL}
         super().__init__(metadata=metadata, **kwargs)
 
     def _deserialize(self, value, attr, data, **kwargs):

@@ -130,3 +130,78 @@ def test_flask_openapi_print(app, client):
     result = app.test_cli_runner().invoke(args=["openapi", "print"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output) == client.get("/openapi.json").json
+
+
+# Candidate values for every query parameter: the description decides whether each is allowed,
+# and the API must agree (allowed: not rejected; forbidden: 400 invalid_parameter naming the param).
+CANDIDATES = [
+    "", " ", "0", "1", "05", "25", "100", "101", "-1", "%2B5", "1e1", "0x10", "5.0", "abc", "null",
+    "draft", "draft,arrived", "in_transit,draft,draft", "DRAFT", "error", "draft,", ",draft", "draft,%20arrived",
+    "failed,warning", "pending,passed,failed,skipped,warning", "warning,unknown",
+    "false", "true", "any", "TRUE", "1,2",
+    "shp_1", "shp_999999999999999999", "shp_0", "shp_01", "shp_", "shp_1,shp_2", "alr_1", "chk_7", "lbl_1",
+    "lbl_1,lbl_2", "lbl_1,", "lbl_0", "SHP_1",
+    "2026-03-03", "2026-03-03T12:00:00Z", "2026-03-03T12:00Z", "2026-03-03T12:00:00", "2026-03-03T12:00:00.5Z",
+    "2026-03-03T12:00:00.123456%2B16:00", "2026-03-03T12:00:00-23:59", "2026-03-03T12:00:00%2B0530",
+    "2026-03-03T12:00:00%2B05", "2026-03-03T12:00:00.1234567Z", "2026-03-03T12:00:00%2B24:00",
+    "2026-03-03T12:00:00%2B00:60", "2026-03-03t12:00:00z", "2026-3-3", "20260303", "2026-03-03%2012:00:00",
+    "avocado", "x" * 500, "x" * 501, "a%00b",
+]
+
+
+def described_query_parameters(document):
+    """(path, parameter object) for every query parameter of every operation."""
+    for path, item in document["paths"].items():
+        for operation in item.values():
+            for parameter in operation.get("parameters", []):
+                if isinstance(parameter, dict) and parameter.get("in") == "query":
+                    yield path, parameter
+
+
+def description_allows(parameter, raw):
+    """Whether the description allows the query value `raw` (percent-encoded) for `parameter`."""
+    from urllib.parse import unquote
+    from jsonschema import Draft202012Validator
+
+    value = unquote(raw)
+    if value == "":
+        return bool(parameter.get("allowEmptyValue"))
+    schema = parameter["schema"]
+    if schema["type"] == "array":
+        assert (parameter.get("style"), parameter.get("explode")) == ("form", False)
+        instance = value.split(",")
+    elif schema["type"] == "integer":
+        # A query value is text: only decimal digits spell an integer.
+        if not re.fullmatch(r"[0-9]+", value, re.ASCII):
+            return False
+        instance = int(value)
+    else:
+        instance = value
+    return Draft202012Validator(schema).is_valid(instance)
+
+
+def test_every_query_parameter_validates_as_described(app, conn, client):
+    # About 1,200 requests: more than one token may make in the rate-limit window.
+    app.config["RATE_LIMITS"] = {**app.config["RATE_LIMITS"], "per_token": 10_000, "per_ip": 10_000}
+    token = make_token(conn, make_org(conn, "acme"))
+    document = client.get("/openapi.json").json
+    checked = set()
+    mismatches = []
+    for path, parameter in described_query_parameters(document):
+        name = parameter["name"]
+        verdicts = set()
+        for raw in CANDIDATES:
+            allowed = description_allows(parameter, raw)
+            verdicts.add(allowed)
+            response = client.get(f"{path}?{name}={raw}", headers=auth(token))
+            rejected = response.status_code == 400
+            if allowed and response.status_code != 200:
+                mismatches.append((path, name, raw, "allowed but", response.status_code, response.json))
+            elif not allowed and not (rejected and response.json["error"]["code"] == "invalid_parameter"
+                                      and response.json["error"]["param"] == name):
+                mismatches.append((path, name, raw, "forbidden but", response.status_code, response.json))
+        # Every parameter meets at least one allowed and one forbidden candidate.
+        assert verdicts == {True, False}, (path, name)
+        checked.add((path, name))
+    assert mismatches == []
+    assert len(checked) == 17

@@ -1,7 +1,8 @@
 """Query-parameter schemas of the list endpoints (XListQuerySchema)."""
 from marshmallow import fields
 
-from api.params import Choice, CommaSeparated, IdList, Limit, PrefixedId, QuerySchema, TimeParam
+from api.params import (MAX_VALUE_LENGTH, OPTIONAL, Choice, CommaSeparated, IdList, Limit, PrefixedId,
+                        QuerySchema, TimeParam)
 from api.schemas.fields import doc
 
 SHIPMENT_FILTER_STATUSES = ("draft", "validated", "in_transit", "arrived", "in_warehouse")
@@ -11,7 +12,8 @@ class ShipmentListQuerySchema(QuerySchema):
     q = fields.String(metadata=doc(
         "Free text: case-insensitive partial match on shipment reference, ERP reference, transport reference "
         "and container numbers (spaces and dashes ignored), consignor and consignee (tolerant of small "
-        "spelling differences) and produce names (common aliases understood). Empty means no search."))
+        "spelling differences) and produce names (common aliases understood). Empty means no search.",
+        maxLength=MAX_VALUE_LENGTH, pattern="^[^\\x00]*$", parameter=OPTIONAL))
     status = CommaSeparated(SHIPMENT_FILTER_STATUSES, "Statuses to include; omitted means all.")
     labels = IdList("lbl", "Shipments carrying all of these labels.")
     archived = Choice(("false", "true", "any"), "`false` (default): active only; `true`: archived only; "
