@@ -71,9 +71,34 @@ def _build(app):
     for path, rule, doc in rules:
         spec.path(path=path, operations={"get": operation(doc, rule.rule)})
     document = spec.to_dict()
+    require_every_property(document["components"]["schemas"])
     # OpenAPI 3.1 `webhooks`: one entry per event type (built in api/webhook_description.py).
     document["webhooks"] = dict(WEBHOOKS)
     return document
+
+
+def require_every_property(schemas):
+    """List every property of every schema (and inline object schema) as required, in place.
+
+    The spec says every documented field is always present (null, never omitted), so the field
+    lists of the schemas are the one source: nothing is marked field by field.
+    """
+    for schema in schemas.values():
+        _require(schema)
+
+
+def _require(schema):
+    if not isinstance(schema, dict):
+        return
+    if "properties" in schema:
+        schema["required"] = list(schema["properties"])
+        for value in schema["properties"].values():
+            _require(value)
+    for key in ("items", "additionalProperties"):
+        _require(schema.get(key))
+    for key in ("anyOf", "oneOf", "allOf"):
+        for value in schema.get(key, ()):
+            _require(value)
 
 
 def build_spec(app):

@@ -205,3 +205,30 @@ def test_every_query_parameter_validates_as_described(app, conn, client):
         checked.add((path, name))
     assert mismatches == []
     assert len(checked) == 17
+
+
+def object_schemas(schema, where):
+    """(where, schema) for `schema` and every object schema nested inline in it."""
+    if not isinstance(schema, dict):
+        return
+    if "properties" in schema:
+        yield where, schema
+        for name, value in schema["properties"].items():
+            yield from object_schemas(value, f"{where}.{name}")
+    for key in ("items", "additionalProperties"):
+        yield from object_schemas(schema.get(key), f"{where}[{key}]")
+    for key in ("anyOf", "oneOf", "allOf"):
+        for index, value in enumerate(schema.get(key, [])):
+            yield from object_schemas(value, f"{where}.{key}[{index}]")
+
+
+def test_every_field_of_every_response_schema_is_required(client):
+    # The spec: every documented field is always present (null when it has no value, never omitted).
+    schemas = client.get("/openapi.json").json["components"]["schemas"]
+    found = dict(item for name, schema in schemas.items() for item in object_schemas(schema, name))
+    assert {"Shipment", "Error", "ErrorDetail", "ShipmentList", "PackingListFields"} <= set(found)
+    for where, schema in found.items():
+        assert schema.get("required") == list(schema["properties"]), where
+    # Nullable fields stay nullable: required means present, not non-null.
+    assert schemas["Shipment"]["properties"]["eta"]["type"] == ["string", "null"]
+    assert "erp_reference" in schemas["Shipment"]["required"]
