@@ -59,10 +59,10 @@ def test_list_shipments_parameters(client):
 def test_error_schema_lists_every_code(client):
     schemas = client.get("/openapi.json").json["components"]["schemas"]
     error = schemas["ErrorDetail"]["properties"]
-    assert set(error["code"]["enum"]) >= {"invalid_parameter", "invalid_version", "missing_token",
+    assert set(error["code"]["x-known-values"]) >= {"invalid_parameter", "invalid_version", "missing_token",
                                           "invalid_token", "insufficient_scope", "resource_missing",
                                           "rate_limited"}
-    assert set(error["type"]["enum"]) >= {"invalid_request_error", "authentication_error", "permission_error",
+    assert set(error["type"]["x-known-values"]) >= {"invalid_request_error", "authentication_error", "permission_error",
                                           "not_found_error", "rate_limit_error"}
 
 
@@ -232,3 +232,40 @@ def test_every_field_of_every_response_schema_is_required(client):
     # Nullable fields stay nullable: required means present, not non-null.
     assert schemas["Shipment"]["properties"]["eta"]["type"] == ["string", "null"]
     assert "erp_reference" in schemas["Shipment"]["required"]
+
+
+def closed_lists(value, where):
+    """(where, keyword) for every `enum` or `const` inside `value`."""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if key in ("enum", "const"):
+                yield where, key
+            yield from closed_lists(inner, f"{where}.{key}")
+    elif isinstance(value, list):
+        for index, inner in enumerate(value):
+            yield from closed_lists(inner, f"{where}[{index}]")
+
+
+def test_response_value_lists_are_open(client):
+    # The spec: clients do not fail on unknown enum values, so no response schema publishes a closed
+    # list; the known values are in `x-known-values` and the description.
+    schemas = client.get("/openapi.json").json["components"]["schemas"]
+    assert list(closed_lists(schemas, "components.schemas")) == []
+    status = schemas["Shipment"]["properties"]["status"]
+    assert status["type"] == "string"
+    assert status["x-known-values"] == ["draft", "validated", "in_transit", "arrived", "error", "in_warehouse"]
+    assert "Known values: `draft`, `validated`" in status["description"]
+    reason = schemas["Tracking"]["properties"]["unavailable_reason"]
+    assert reason["type"] == ["string", "null"]
+    assert reason["x-known-values"] == ["unsupported_carrier", "invalid_reference", "not_found", "provider_error",
+                                        "past_voyage"]
+    assert schemas["FreeTimeClock"]["properties"]["free_days_source"]["x-known-values"][0] == "shipment"
+    assert "invalid_parameter" in schemas["ErrorDetail"]["properties"]["code"]["x-known-values"]
+    assert schemas["Token"]["properties"]["scopes"]["items"]["x-known-values"] == ["read"]
+
+
+def test_query_filters_the_api_validates_stay_closed(client):
+    parameters = client.get("/openapi.json").json["paths"]["/shipments"]["get"]["parameters"]
+    query = {p["name"]: p for p in parameters if isinstance(p, dict) and p.get("in") == "query"}
+    assert query["status"]["schema"]["items"]["enum"] == ["draft", "validated", "in_transit", "arrived",
+                                                          "in_warehouse"]

@@ -1,16 +1,15 @@
 """The error body and the list envelope."""
 from marshmallow import Schema, fields
 
-from api.schemas.fields import doc
+from api.schemas.fields import doc, enum
 
 
 class ErrorDetailSchema(Schema):
-    type = fields.String(metadata=doc("Error family.", enum=[
-        "invalid_request_error", "authentication_error", "permission_error", "not_found_error",
-        "rate_limit_error"]))
-    code = fields.String(metadata=doc("What went wrong; branch on this.", enum=[
-        "invalid_parameter", "invalid_version", "missing_token", "invalid_token", "insufficient_scope",
-        "resource_missing", "method_not_allowed", "rate_limited"]))
+    type = enum(("invalid_request_error", "authentication_error", "permission_error", "not_found_error",
+                 "rate_limit_error", "api_error"), "Error family.")
+    code = enum(("invalid_parameter", "invalid_version", "missing_token", "invalid_token", "insufficient_scope",
+                 "resource_missing", "method_not_allowed", "rate_limited", "internal_error"),
+                "What went wrong; branch on this.")
     message = fields.String(metadata=doc("An English sentence for people; not to be parsed."))
     param = fields.String(allow_none=True, metadata=doc("The offending parameter or header, or null."))
 

@@ -43,13 +43,22 @@ class LocalDateTime(fields.DateTime):
         return text[:-6] + "Z" if text.endswith("+00:00") else text
 
 
+# Where the description lists the known values of an open list (see docs/decisions.md).
+KNOWN_VALUES = "x-known-values"
+
+
+def known_values(values, description):
+    """Field metadata for an open list: its known values in the text and in x-known-values, no `enum`."""
+    values = list(values)
+    listed = ", ".join(f"`{value}`" for value in values)
+    # The spec: new values are added to every version and clients must not fail on them, so a
+    # closed `enum` would make a strict generated client reject a response the API may send.
+    return doc(f"{description} Known values: {listed}; others may be added.", **{KNOWN_VALUES: values})
+
+
 def enum(values, description, **kwargs):
     """A string field documented with its known values (clients must accept others too)."""
-    known = list(values)
-    if kwargs.get("allow_none"):
-        # JSON Schema checks `enum` after `type`: a nullable field must list null among its values.
-        known.append(None)
-    return fields.String(metadata=doc(description, enum=known), **kwargs)
+    return fields.String(metadata=known_values(values, description), **kwargs)
 
 
 def nullable_string(description):

@@ -1,14 +1,13 @@
 """Organization and the token that made the request."""
 from marshmallow import Schema, fields
 
-from api.schemas.fields import Id, UtcDateTime, doc
+from api.schemas.fields import Id, UtcDateTime, doc, enum
 
 
 class TokenSchema(Schema):
     id = Id("tok")
     name = fields.String(metadata=doc("Name given when the token was created."))
-    scopes = fields.List(fields.String(metadata=doc("Scope.", enum=["read"])),
-                         metadata=doc("Scopes; the only value is `read`."))
+    scopes = fields.List(enum(("read",), "Scope."), metadata=doc("Scopes; today the only value is `read`."))
     expires_at = UtcDateTime(allow_none=True, metadata=doc("Expiry, or null when it never expires."))
     user_email = fields.String(metadata=doc("E-mail of the token's user."))
 
