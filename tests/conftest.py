@@ -14,8 +14,8 @@ from contextlib import contextmanager
 import pytest
 import trustme
 
-from models import db
-from tests.support.databases import Emptier, Server
+from models import db, organizations, tokens
+from tests.support.databases import DEMO_TOKEN_NAME, Demo, Emptier, Server
 from tests.support.webhooks import RECEIVER_HOST, Receiver, delivery_settings
 
 # Rate limits high enough never to matter to tests that are not about them.
@@ -111,12 +111,15 @@ def module_database(server, template_database):
 
 @pytest.fixture(scope="session")
 def demo_database(module_database, tmp_path_factory):
-    """The demo data (`demo seed --shipments 300`), seeded once: (URL, app). Tests must not change it."""
+    """The demo data (`demo seed --shipments 300`), seeded once per session. Tests must not change it."""
     storage = str(tmp_path_factory.mktemp("demo") / "storage")
     with module_database(STORAGE_DIR=storage) as (conn, app):
         result = app.test_cli_runner().invoke(args=["demo", "seed", "--shipments", "300"])
         assert result.exit_code == 0, result.output
-        yield app.config["DATABASE_URL"], app
+        acme = organizations.get_organization_by_slug(conn, "acme")["id"]
+        member = organizations.get_membership(conn, acme, "owner@acme.example")
+        value, _row = tokens.create_token(conn, acme, member["user_id"], DEMO_TOKEN_NAME, "never")
+        yield Demo(app.config["DATABASE_URL"], app, {"Authorization": f"Bearer {value}"})
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,7 @@ from api.schemas.compiled import UnsupportedSchema, dumper
 from api.schemas.free_time import FreeTimeSummarySchema
 from api.schemas.organization import OrganizationSchema
 from api.schemas.shipments import ShipmentSchema
-from models import db, shipments, tokens
+from models import shipments
 from tests.support.factories import make_container, make_label, make_org, make_shipment
 
 NOW = datetime(2026, 11, 23, 4, 42, 19, 433217, tzinfo=timezone.utc)
@@ -97,16 +97,7 @@ def _pages(client, headers, path, query):
 @pytest.fixture(scope="module")
 def demo(demo_database):
     """An app on the session's demo data and the headers of a token of acme's owner."""
-    url, app = demo_database
-    conn = db.connect(url)
-    conn.autocommit = True
-    with conn.cursor() as cur:
-        cur.execute("""SELECT m.organization_id, m.user_id FROM memberships m JOIN users u ON u.id = m.user_id
-                        WHERE u.email = 'owner@acme.example'""")
-        member = cur.fetchone()
-    value, _row = tokens.create_token(conn, member["organization_id"], member["user_id"], "compiled", "never")
-    conn.close()
-    return app, {"Authorization": f"Bearer {value}"}
+    return demo_database.app, demo_database.headers
 
 
 def test_every_response_schema_dumps_identically_on_the_demo(demo, monkeypatch):

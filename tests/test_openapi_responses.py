@@ -2,7 +2,7 @@
 import jsonschema
 import pytest
 
-from models import db, tokens
+from models import db
 
 PAGES = ["/organization", "/shipments?limit=100", "/shipments?limit=100&archived=true",
          "/alerts?limit=100", "/checks?limit=100&status=pending,passed,failed,skipped,warning",
@@ -13,16 +13,10 @@ PER_SHIPMENT = ["/shipments/{shipment_id}", "/shipments/{shipment_id}/timeline",
 
 @pytest.fixture(scope="module")
 def demo(demo_database):
-    """The session's demo data, an app on it and a token of acme's owner."""
-    url, app = demo_database
-    conn = db.connect(url)
+    """The session's demo data: a connection, a client and a token of acme's owner."""
+    conn = db.connect(demo_database.url)
     conn.autocommit = True
-    with conn.cursor() as cur:
-        cur.execute("""SELECT m.organization_id, m.user_id FROM memberships m JOIN users u ON u.id = m.user_id
-                        WHERE u.email = 'owner@acme.example'""")
-        member = cur.fetchone()
-    value, _row = tokens.create_token(conn, member["organization_id"], member["user_id"], "schema", "never")
-    yield conn, app.test_client(), {"Authorization": f"Bearer {value}"}
+    yield conn, demo_database.app.test_client(), demo_database.headers
     conn.close()
 
 
