@@ -126,7 +126,7 @@ def test_every_response_schema_dumps_identically_on_the_demo(demo, monkeypatch):
             query["limit"] = 100
         (variable,) = rule.arguments or (None,)
         paths = [rule.rule] if variable is None else [rule.rule.replace(f"<{variable}>", value)
-                                                      for value in sorted(pools[variable])]
+                                                      for value in _spread(pools[variable])]
         for path in paths:
             for body in _pages(client, headers, path, query):
                 _harvest(body, pools)
@@ -140,6 +140,12 @@ def test_every_response_schema_dumps_identically_on_the_demo(demo, monkeypatch):
     # Webhook bodies name response schemas only (Shipment, MonitoringAlert), so they are checked too.
     webhook_refs = {ref.rsplit("/", 1)[1] for ref in _refs(build_spec(app)["webhooks"])}
     assert webhook_refs and webhook_refs <= {cls.__name__.removesuffix("Schema") for cls in seen}
+
+
+def _spread(ids, at_most=300):
+    """At most `at_most` of `ids`, spread evenly: every shipment, one document in eight (each is listed anyway)."""
+    ordered = sorted(ids, key=lambda value: int(value.rsplit("_", 1)[1]))
+    return ordered[::-(-len(ordered) // at_most)] if ordered else []
 
 
 def _refs(node):
