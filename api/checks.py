@@ -5,7 +5,8 @@ from api.apidoc import get_route
 from api.context import get_conn, principal
 from api.params import parse_query
 from api.render import listing
-from api.schemas.checks import CheckListQuerySchema, ShipmentCheckSchema
+from api.schemas.checks import ShipmentCheckSchema
+from api.schemas.queries import CheckListQuerySchema
 from api.schemas.common import list_schema
 from models import checks
 

@@ -1,7 +1,6 @@
-"""MonitoringAlert, and the query parameters of GET /alerts."""
+"""MonitoringAlert (the query parameters of GET /alerts are in api/schemas/queries.py)."""
 from marshmallow import Schema, fields
 
-from api.params import Limit, PrefixedId, QuerySchema
 from api.schemas.fields import Id, UtcDateTime, doc
 
 
@@ -21,9 +20,3 @@ class MonitoringAlertSchema(Schema):
     first_detected_at = UtcDateTime(metadata=doc("When the condition was first detected."))
     last_detected_at = UtcDateTime(metadata=doc("When the condition was last detected."))
     resolved_at = UtcDateTime(allow_none=True, metadata=doc("When the alert was resolved; null while open."))
-
-
-class AlertListQuerySchema(QuerySchema):
-    shipment = PrefixedId("shp", "Only alerts of this shipment; an id not in the organization matches nothing.")
-    limit = Limit()
-    starting_after = PrefixedId("alr", "Id of the last alert of the previous page.")

@@ -1,7 +1,6 @@
-"""ShipmentCheck, and the query parameters of GET /checks."""
+"""ShipmentCheck (the query parameters of GET /checks are in api/schemas/queries.py)."""
 from marshmallow import Schema, fields
 
-from api.params import CommaSeparated, Limit, PrefixedId, QuerySchema
 from api.schemas.fields import Id, UtcDateTime, doc, enum
 
 CHECK_STATUSES = ("pending", "passed", "failed", "skipped", "warning")
@@ -19,12 +18,3 @@ class ShipmentCheckSchema(Schema):
     title = fields.String(metadata=doc("Short title."))
     message = fields.String(metadata=doc("Explanation of the result."))
     ran_at = UtcDateTime(metadata=doc("When the check last ran."))
-
-
-class CheckListQuerySchema(QuerySchema):
-    # parse_query drops empty values, so an empty status falls back to the default too.
-    status = CommaSeparated(CHECK_STATUSES, "Statuses to include; default `failed,warning` when omitted or empty.",
-                            load_default=DEFAULT_CHECK_STATUSES)
-    shipment = PrefixedId("shp", "Only checks of this shipment; an id not in the organization matches nothing.")
-    limit = Limit()
-    starting_after = PrefixedId("chk", "Id of the last check of the previous page.")

@@ -3,6 +3,7 @@ from marshmallow import fields
 
 from api.params import (MAX_VALUE_LENGTH, OPTIONAL, Choice, CommaSeparated, IdList, Limit, PrefixedId,
                         QuerySchema, TimeParam)
+from api.schemas.checks import CHECK_STATUSES, DEFAULT_CHECK_STATUSES
 from api.schemas.fields import doc
 
 SHIPMENT_FILTER_STATUSES = ("draft", "validated", "in_transit", "arrived", "in_warehouse")
@@ -24,3 +25,18 @@ class ShipmentListQuerySchema(QuerySchema):
     eta_before = TimeParam("Inclusive upper bound on `effective_eta`; shipments without ETA never match.")
     limit = Limit()
     starting_after = PrefixedId("shp", "Id of the last shipment of the previous page.")
+
+
+class AlertListQuerySchema(QuerySchema):
+    shipment = PrefixedId("shp", "Only alerts of this shipment; an id not in the organization matches nothing.")
+    limit = Limit()
+    starting_after = PrefixedId("alr", "Id of the last alert of the previous page.")
+
+
+class CheckListQuerySchema(QuerySchema):
+    # parse_query drops empty values, so an empty status falls back to the default too.
+    status = CommaSeparated(CHECK_STATUSES, "Statuses to include; default `failed,warning` when omitted or empty.",
+                            load_default=DEFAULT_CHECK_STATUSES)
+    shipment = PrefixedId("shp", "Only checks of this shipment; an id not in the organization matches nothing.")
+    limit = Limit()
+    starting_after = PrefixedId("chk", "Id of the last check of the previous page.")
