@@ -11,6 +11,21 @@ def pin_version(conn, organization_id, version):
         return cur.fetchone()["api_version"]
 
 
+def lock_pinned_version(conn, organization_id):
+    """The organization's pinned version (None when never pinned), its row locked until the transaction ends."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT api_version FROM organizations WHERE id = %(id)s FOR UPDATE", {"id": organization_id})
+        return cur.fetchone()["api_version"]
+
+
+def move_pinned_version(conn, organization_id, version):
+    """Set the organization's pin to `version` (the caller checked it moves forward); returns the new pin."""
+    with conn.cursor() as cur:
+        cur.execute("UPDATE organizations SET api_version = %(version)s WHERE id = %(id)s RETURNING api_version",
+                    {"id": organization_id, "version": version})
+        return cur.fetchone()["api_version"]
+
+
 def create_organization(conn, name, slug):
     """Create an organization; returns its row."""
     with conn.cursor() as cur:
