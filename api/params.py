@@ -24,7 +24,14 @@ MAX_VALUE_LENGTH = 500
 # Parameter Object attributes (not schema keywords) a field declares in metadata["parameter"];
 # api/openapi.py copies them into the description through parameter_attributes.
 OPTIONAL = {"allowEmptyValue": True}
-COMMA_LIST = {"style": "form", "explode": False, "allowEmptyValue": True}
+
+
+def comma_list_schema(item):
+    """The schema of one comma-separated value whose items match the regular expression `item`."""
+    # A string, not an array with `style: form, explode: false`: generators such as openapi-python-client
+    # ignore `explode: false` and send `status=a&status=b`, of which the spec has the API use only the last.
+    # Its maxLength is parse_query's, so the length a client may send is part of the description.
+    return {"type": "string", "pattern": f"^({item})(,({item}))*$", "maxLength": MAX_VALUE_LENGTH}
 
 
 def parameter_attributes(converter, field, **kwargs):
@@ -68,14 +75,11 @@ class CommaSeparated(fields.String):
 
     def __init__(self, choices, description, **kwargs):
         self.choices = tuple(choices)
-        # An array sent as one comma-separated value (style form, explode false): a generated client
-        # sends ["failed", "warning"] as `failed,warning`, exactly what _deserialize reads.
         metadata = {"description": description + " Comma-separated; any of: " + ", ".join(self.choices) + ".",
-                    "type": "array", "items": {"type": "string", "enum": list(self.choices)},
-                    "parameter": COMMA_LIST}
+                    **comma_list_schema("|".join(self.choices)), "parameter": OPTIONAL}
         if isinstance(kwargs.get("load_default"), (list, tuple)):
-            # The JSON value of the array, not the text of a Python list.
-            metadata["default"] = list(kwargs["load_default"])
+            # The text a client sends, not the repr of a Python list.
+            metadata["default"] = ",".join(kwargs["load_default"])
         super().__init__(metadata=metadata, **kwargs)
 
     def _deserialize(self, value, attr, data, **kwargs):
@@ -93,8 +97,7 @@ class IdList(fields.String):
     def __init__(self, prefix, description, **kwargs):
         self.prefix = prefix
         metadata = {"description": description + f" Comma-separated `{prefix}_` ids; empty means omitted.",
-                    "type": "array", "items": {"type": "string", "pattern": id_pattern(prefix)},
-                    "parameter": COMMA_LIST}
+                    **comma_list_schema(id_pattern(prefix).strip("^$")), "parameter": OPTIONAL}
         super().__init__(metadata=metadata, **kwargs)
 
     def _deserialize(self, value, attr, data, **kwargs):
