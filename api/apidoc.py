@@ -12,7 +12,11 @@ ERROR_RESPONSES = {
            "unpublished version (`invalid_version`).",
     "401": "No token (`missing_token`), or a wrong, expired or revoked token (`invalid_token`).",
     "404": "No such object in this organization, or an unknown route (`resource_missing`).",
-    "429": "A rate limit was hit (`rate_limited`); `Retry-After` gives seconds to wait.",
+    "429": "A rate limit was hit (`rate_limited`); `Retry-After` gives seconds to wait. Requests without a "
+           "valid token share one budget per client address (30 per 5 minutes) and failed authentications (a "
+           "wrong, expired or revoked token) count toward it: they are answered 401 `invalid_token` until it is "
+           "spent, then 429 with a message saying that failed authentications are counted and when the count "
+           "resets. A valid token from the same address is counted separately and is not held up.",
 }
 
 

@@ -26,7 +26,7 @@ def guard_request():
     principal = None
     if token is not None and tokens.TOKEN_PATTERN.fullmatch(token):
         principal = tokens.authenticate(get_conn(), token)
-    enforce_rate_limits(principal)
+    enforce_rate_limits(principal, failed_authentication=token is not None and principal is None)
     if request.routing_exception is not None or request.endpoint in PUBLIC_ENDPOINTS:
         return
     if token is None:
@@ -37,19 +37,44 @@ def guard_request():
     g.version = resolve_version(principal)
 
 
-def enforce_rate_limits(principal):
+def enforce_rate_limits(principal, failed_authentication=False):
     """Count this request; raise 429 when a limit of the spec is passed."""
     limits = current_app.config["RATE_LIMITS"]
     address = request.remote_addr or "unknown"
     if principal is not None:
         buckets = {f"token:{principal['token_id']}": limits["per_token"], f"ip:{address}": limits["per_ip"]}
     else:
+        # Failed authentications share the budget of requests without a token (spec: 30 per IP),
+        # so a valid token from the same address is never held up by someone else's bad ones.
         buckets = {f"anonymous:{address}": limits["anonymous_per_ip"]}
     counts = rate_limits.count_request(get_conn(), buckets, limits["window_seconds"])
     exceeded = [counts[bucket][1] for bucket, limit in buckets.items() if counts[bucket][0] > limit]
-    if exceeded:
-        raise RateLimited("Too many requests. Wait for the number of seconds in Retry-After, then retry.",
-                          retry_after=max(exceeded))
+    if not exceeded:
+        return
+    retry_after = max(exceeded)
+    if principal is None:
+        raise RateLimited(anonymous_limit_message(limits, retry_after, failed_authentication),
+                          retry_after=retry_after)
+    raise RateLimited("Too many requests. Wait for the number of seconds in Retry-After, then retry.",
+                      retry_after=retry_after)
+
+
+def anonymous_limit_message(limits, retry_after, failed_authentication):
+    """The 429 message past the budget without a valid token: a bare 429 would hide a bad token."""
+    if failed_authentication:
+        cause = ("Too many failed authentications from this address: the API token sent is invalid, expired "
+                 "or revoked, or its user left the organization, and")
+    else:
+        cause = "Too many requests without a valid API token from this address:"
+    return (f"{cause} requests without a valid token (failed authentications included) are limited to "
+            f"{limits['anonymous_per_ip']} per {_duration(limits['window_seconds'])} per address. "
+            f"The count resets in {_duration(retry_after, in_minutes=False)} (Retry-After).")
+
+
+def _duration(seconds, in_minutes=True):
+    if in_minutes and seconds % 60 == 0:
+        return f"{seconds // 60} minute{'' if seconds == 60 else 's'}"
+    return f"{seconds} second{'' if seconds == 1 else 's'}"
 
 
 def resolve_version(principal):

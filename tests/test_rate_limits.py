@@ -18,6 +18,16 @@ RATE_LIMITED = {"error": {"type": "rate_limit_error", "code": "rate_limited",
                           "message": "Too many requests. Wait for the number of seconds in Retry-After, then retry.",
                           "param": None}}
 ROOT = Path(__file__).resolve().parent.parent
+NO_TOKEN_CAUSE = "Too many requests without a valid API token from this address:"
+FAILED_CAUSE = ("Too many failed authentications from this address: the API token sent is invalid, expired or "
+                "revoked, or its user left the organization, and")
+
+
+def without_token(limit, cause=NO_TOKEN_CAUSE, window="5 minutes"):
+    """The expected 429 message past the budget without a valid token, given Retry-After."""
+    return lambda seconds: (f"{cause} requests without a valid token (failed authentications included) are "
+                            f"limited to {limit} per {window} per address. The count resets in {seconds} "
+                            f"second{'' if seconds == 1 else 's'} (Retry-After).")
 
 
 def limited_app(database_url, tmp_path, **limits):
@@ -36,13 +46,19 @@ def seconds_left_in_window(conn, window=300):
     return (math.floor(now / window) + 1) * window - now
 
 
-def assert_429(response, conn=None, window=300):
+def assert_429(response, conn=None, window=300, message=None):
+    """A 429 with the generic body, or with `message(Retry-After)` as its message."""
     assert response.status_code == 429
-    assert response.json == RATE_LIMITED
     assert response.headers["Content-Type"] == "application/json"
     assert "Service-Version" not in response.headers
+    assert "WWW-Authenticate" not in response.headers
     retry_after = response.headers["Retry-After"]
     assert retry_after.isdigit() and 1 <= int(retry_after) <= window
+    if message is None:
+        assert response.json == RATE_LIMITED
+    else:
+        assert response.json == {"error": {"type": "rate_limit_error", "code": "rate_limited",
+                                           "message": message(int(retry_after)), "param": None}}
     if conn is not None:
         assert abs(int(retry_after) - seconds_left_in_window(conn, window)) <= 2
 
@@ -83,7 +99,7 @@ def test_anonymous_limit_per_ip(conn, database_url, tmp_path, path):
     expected = {"/openapi.json": 200, "/organization": 401, "/nope": 404}[path]
     for _ in range(3):
         assert client.get(path, environ_base=ip("198.51.100.7")).status_code == expected
-    assert_429(client.get(path, environ_base=ip("198.51.100.7")), conn)
+    assert_429(client.get(path, environ_base=ip("198.51.100.7")), conn, message=without_token(3))
     # The 429 comes before authentication: no WWW-Authenticate.
     assert "WWW-Authenticate" not in client.get("/organization", environ_base=ip("198.51.100.7")).headers
     assert client.get(path, environ_base=ip("198.51.100.8")).status_code == expected
@@ -91,15 +107,78 @@ def test_anonymous_limit_per_ip(conn, database_url, tmp_path, path):
     assert client.get("/organization", headers=auth(token), environ_base=ip("198.51.100.7")).status_code == 200
 
 
-@pytest.mark.parametrize("value", ["sv_" + "x" * 40, "nonsense", ""])
-def test_invalid_tokens_count_as_anonymous(conn, database_url, tmp_path, value):
+@pytest.mark.parametrize("value, cause", [("sv_" + "x" * 40, FAILED_CAUSE), ("nonsense", FAILED_CAUSE),
+                                          ("", NO_TOKEN_CAUSE)])
+def test_invalid_tokens_count_as_anonymous(conn, database_url, tmp_path, value, cause):
     make_org(conn, "acme")
     client = limited_app(database_url, tmp_path, anonymous_per_ip=2).test_client()
     headers = {"Authorization": f"Bearer {value}"}
     assert client.get("/openapi.json").status_code == 200
     assert client.get("/organization", headers=headers).status_code == 401
-    assert_429(client.get("/organization", headers=headers), conn)
-    assert_429(client.get("/openapi.json"), conn)
+    assert_429(client.get("/organization", headers=headers), conn, message=without_token(2, cause))
+    assert_429(client.get("/openapi.json"), conn, message=without_token(2))
+
+
+INVALID_TOKEN = {"error": {"type": "authentication_error", "code": "invalid_token",
+                           "message": "The API token is invalid, expired or revoked, or its user left the "
+                                      "organization.", "param": None}}
+
+
+def spoil(conn, token, how):
+    """Make a real token fail the way `how` says; returns the value to send."""
+    with conn.cursor() as cur:
+        if how == "expired":
+            cur.execute("UPDATE tokens SET expires_at = now() - interval '1 second'")
+        elif how == "revoked":
+            cur.execute("UPDATE tokens SET revoked_at = now()")
+        elif how == "member_removed":
+            cur.execute("UPDATE memberships SET removed_at = now() WHERE role = 'owner'")
+    return {"never_issued": "sv_" + "A1b2C3d4E5" * 4, "malformed": "sv_short"}.get(how, token)
+
+
+@pytest.mark.parametrize("how", ["never_issued", "malformed", "expired", "revoked", "member_removed"])
+def test_failed_authentications_are_401_until_their_budget_is_spent(conn, database_url, tmp_path, how):
+    org_id = make_org(conn, "acme")
+    bad = spoil(conn, make_token(conn, org_id), how)
+    good = make_token(conn, org_id, email="admin@acme.example")
+    client = limited_app(database_url, tmp_path, anonymous_per_ip=3).test_client()
+    for _ in range(3):
+        response = client.get("/shipments", headers=auth(bad), environ_base=ip("203.0.113.9"))
+        assert response.status_code == 401
+        assert response.json == INVALID_TOKEN
+        assert response.headers["WWW-Authenticate"] == 'Bearer realm="Shipment Tracking API", error="invalid_token"'
+    # Spent: the 429 names failed authentications and the wait, not just "too many requests".
+    for _ in range(2):
+        assert_429(client.get("/shipments", headers=auth(bad), environ_base=ip("203.0.113.9")), conn,
+                   message=without_token(3, FAILED_CAUSE))
+    # The budget is shared with requests without a token from that address...
+    assert_429(client.get("/openapi.json", environ_base=ip("203.0.113.9")), conn, message=without_token(3))
+    # ...but a valid token from the same address has budgets of its own, which bad tokens never touch.
+    for _ in range(3):
+        response = client.get("/organization", headers=auth(good), environ_base=ip("203.0.113.9"))
+        assert response.status_code == 200
+        assert response.headers["Service-Version"] == "2026-10-01"
+    # Another address has its own budget.
+    assert client.get("/shipments", headers=auth(bad), environ_base=ip("203.0.113.10")).json == INVALID_TOKEN
+
+
+def test_default_budget_is_30_failed_authentications(conn, database_url, tmp_path):
+    from app import create_app
+
+    make_org(conn, "acme")
+    client = create_app({"TESTING": True, "DATABASE_URL": database_url,
+                         "STORAGE_DIR": str(tmp_path / "storage")}).test_client()
+    bad = auth("sv_" + "x" * 40)
+    assert [client.get("/organization", headers=bad).status_code for _ in range(30)] == [401] * 30
+    assert_429(client.get("/organization", headers=bad), conn, message=without_token(30, FAILED_CAUSE))
+
+
+def test_budget_message_follows_the_window(conn, database_url, tmp_path):
+    make_org(conn, "acme")
+    client = limited_app(database_url, tmp_path, anonymous_per_ip=1, window_seconds=90).test_client()
+    assert client.get("/organization", headers=auth("sv_" + "x" * 40)).status_code == 401
+    assert_429(client.get("/organization", headers=auth("sv_" + "x" * 40)), conn, window=90,
+               message=without_token(1, FAILED_CAUSE, window="90 seconds"))
 
 
 def test_new_window_resets_the_count(conn, database_url, tmp_path):
@@ -138,7 +217,8 @@ def test_forwarded_for_ignored_without_trusted_proxies(conn, database_url, tmp_p
     client = limited_app(database_url, tmp_path, anonymous_per_ip=1).test_client()
     assert client.get("/openapi.json", headers={"X-Forwarded-For": "192.0.2.1"}).status_code == 200
     # A client cannot dodge the limit by claiming another address.
-    assert_429(client.get("/openapi.json", headers={"X-Forwarded-For": "192.0.2.2"}), conn)
+    assert_429(client.get("/openapi.json", headers={"X-Forwarded-For": "192.0.2.2"}), conn,
+               message=without_token(1))
 
 
 def test_forwarded_for_used_with_one_trusted_proxy(conn, database_url, tmp_path):
@@ -146,10 +226,12 @@ def test_forwarded_for_used_with_one_trusted_proxy(conn, database_url, tmp_path)
     client = limited_app(database_url, tmp_path, anonymous_per_ip=1,
                          config={"TRUSTED_PROXIES": 1}).test_client()
     assert client.get("/openapi.json", headers={"X-Forwarded-For": "192.0.2.1"}).status_code == 200
-    assert_429(client.get("/openapi.json", headers={"X-Forwarded-For": "192.0.2.1"}), conn)
+    assert_429(client.get("/openapi.json", headers={"X-Forwarded-For": "192.0.2.1"}), conn,
+               message=without_token(1))
     # The proxy appends the real client; an earlier, client-written hop is not trusted.
     assert client.get("/openapi.json", headers={"X-Forwarded-For": "192.0.2.1, 192.0.2.2"}).status_code == 200
-    assert_429(client.get("/openapi.json", headers={"X-Forwarded-For": "192.0.2.9, 192.0.2.2"}), conn)
+    assert_429(client.get("/openapi.json", headers={"X-Forwarded-For": "192.0.2.9, 192.0.2.2"}), conn,
+               message=without_token(1))
 
 
 # --- gunicorn: the limits are shared by every worker ------------------------------------------
@@ -218,3 +300,12 @@ def test_default_limits_are_the_spec_values(database_url):
 
     assert create_app({"DATABASE_URL": database_url}).config["RATE_LIMITS"] == {
         "window_seconds": 300, "per_token": 600, "per_ip": 1200, "anonymous_per_ip": 30}
+
+
+def test_openapi_says_failed_authentications_are_counted(client):
+    description = client.get("/openapi.json").json
+    for path, item in description["paths"].items():
+        text = item["get"]["responses"]["429"]["description"]
+        assert text.startswith("A rate limit was hit (`rate_limited`); `Retry-After` gives seconds to wait."), path
+        assert "failed authentications (a wrong, expired or revoked token) count toward it" in text, path
+        assert "A valid token from the same address is counted separately" in text, path
