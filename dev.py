@@ -110,8 +110,11 @@ def demo():
 
 
 def test(args):
-    """Run the whole test suite (extra arguments go to pytest)."""
-    result = subprocess.run([str(PYTHON), "-m", "pytest", *args], cwd=ROOT)
+    """Run the whole test suite on every core (extra arguments go to pytest; `-n 0` runs in one process)."""
+    # A module's tests stay on one worker (--dist loadfile), so a module-scoped database is filled once.
+    parallel = [] if any(arg == "-n" or arg.startswith(("-n", "--numprocesses")) for arg in args) \
+        else ["-n", "auto", "--dist", "loadfile"]
+    result = subprocess.run([str(PYTHON), "-m", "pytest", *parallel, *args], cwd=ROOT)
     sys.exit(result.returncode)
 
 
