@@ -73,8 +73,9 @@ def free_port():
 
 def start_gunicorn(port, workers):
     """Start gunicorn serving the app on 127.0.0.1:port and wait until it answers."""
-    process = subprocess.Popen([str(VENV / "bin" / "gunicorn"), "--workers", str(workers),
-                                "--bind", f"127.0.0.1:{port}", "--access-logfile", "-", "app:create_app()"],
+    process = subprocess.Popen([str(VENV / "bin" / "gunicorn"), "-c", "gunicorn.conf.py",
+                                "--workers", str(workers), "--bind", f"127.0.0.1:{port}",
+                                "--access-logfile", "-", "app:create_app()"],
                                cwd=ROOT)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

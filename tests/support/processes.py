@@ -1,6 +1,14 @@
 """Waiting on things outside the test process: child processes, servers, ports."""
+import json
+import os
 import socket
+import subprocess
+import sys
 import time
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def free_port():
@@ -18,3 +26,36 @@ def wait_for(predicate, seconds=20.0):
             return True
         time.sleep(0.05)
     return False
+
+
+@contextmanager
+def gunicorn(database_url, tmp_path, workers=1, **settings):
+    """The service under gunicorn with the project's gunicorn.conf.py on 127.0.0.1; yields its base URL.
+
+    `settings` become SHIPTRACK_<KEY> variables (JSON values); the logs go to tmp_path.
+    """
+    port = free_port()
+    env = {**os.environ, "DATABASE_URL": database_url,
+           **{f"SHIPTRACK_{key}": json.dumps(value) for key, value in settings.items()}}
+    command = [str(Path(sys.executable).parent / "gunicorn"), "-c", "gunicorn.conf.py", "-w", str(workers),
+               "-b", f"127.0.0.1:{port}", "--error-logfile", str(tmp_path / "gunicorn.log"), "app:create_app()"]
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def listening():
+        assert process.poll() is None, (tmp_path / "gunicorn.log").read_text()
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+
+    try:
+        assert wait_for(listening, 30), "gunicorn did not listen within 30 seconds"
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
