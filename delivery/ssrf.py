@@ -119,9 +119,9 @@ def parse_url(url, service_domain=None):
     """Split a URL, applying the rules that need no DNS: HTTPS, a host, not the service's own domain."""
     try:
         parts = urlsplit(url)
-        port = parts.port or 443
     except ValueError as error:
         raise RefusedUrl(f"{url!r} is not a valid URL ({error})") from None
+    port = _port(parts.netloc)
     if parts.scheme.lower() != "https":
         raise RefusedUrl("only https:// URLs are allowed")
     if parts.username or parts.password:
@@ -140,6 +140,31 @@ def parse_url(url, service_domain=None):
     if parts.query:
         path += "?" + parts.query
     return host, port, path
+
+
+def _port(netloc):
+    """The port of a URL's authority, 443 when none is written; refuses what is not 1..65535.
+
+    Read here rather than through SplitResult.port, which gives 0 for `:0` (that `or 443`
+    then turned into 443) and a bare "out of range" for the rest.
+    """
+    hostinfo = netloc.rpartition("@")[2]
+    _, bracket, after = hostinfo.partition("]")  # an IPv6 literal holds colons of its own
+    _, colon, text = (after if bracket else hostinfo).partition(":")
+    if not colon or not text:
+        return 443  # RFC 3986: an empty port is the scheme's default
+    if not (text.isascii() and text.isdigit()):
+        raise RefusedUrl(f"port {text!r} is not a number; a port is 1 to 65535 (leave it out for 443)")
+    digits = text.lstrip("0")
+    # Length first: int() of thousands of digits is refused (or slow) before any range check.
+    if not digits or len(digits) > 5 or int(digits) > 65535:
+        raise RefusedUrl(f"port {text} is out of range; a port is 1 to 65535 (leave it out for 443)")
+    return int(digits)
+
+
+def _article(word):
+    """'an' before a vowel sound, else 'a' (the class names: an unspecified, a loopback address)."""
+    return "an" if word and word[0] in "aeiou" else "a"
 
 
 def _is_ip(host):
@@ -164,6 +189,6 @@ def check_url(url, service_domain=None, allowed=(), resolver=None):
             via = "" if _is_ip(host) else f"host {host} resolves to "
             inner = embedded_ipv4(address)
             shown = f"{address} (IPv4 {inner})" if inner is not None else str(address)
-            raise RefusedUrl(f"{via}{shown}, a {kind} address: webhooks go only to public addresses "
+            raise RefusedUrl(f"{via}{shown}, {_article(kind)} {kind} address: webhooks go only to public addresses "
                              f"(test and demo receivers can be allowed with {ALLOW_SETTING})")
     return Target(host=host, port=port, path=path, address=str(addresses[0]))

@@ -99,6 +99,41 @@ def test_url_rules_on_save(cli, org, url, message):
     assert code == 2 and message in output.replace("\n", " ").replace("  ", " ")
 
 
+PORT_RANGE = "a port is 1 to 65535 (leave it out for 443)"
+
+
+@pytest.mark.parametrize("port, message", [
+    ("0", f"port 0 is out of range; {PORT_RANGE}"),
+    ("65536", f"port 65536 is out of range; {PORT_RANGE}"),
+    ("123456", f"port 123456 is out of range; {PORT_RANGE}"),
+    ("-1", f"port '-1' is not a number; {PORT_RANGE}"),
+    ("abc", f"port 'abc' is not a number; {PORT_RANGE}"),
+])
+def test_port_must_be_1_to_65535(cli, org, conn, port, message):
+    code, output = cli("add", "--org", "acme", "--url", f"https://127.0.0.1:{port}/ok", "--events", ALL)
+    assert code == 2
+    assert output.endswith(f"Error: Invalid value for --url: {message}\n")
+    with conn.cursor() as cur:
+        cur.execute("SELECT count(*) AS n FROM webhook_endpoints")
+        assert cur.fetchone()["n"] == 0
+
+
+@pytest.mark.parametrize("port", ["1", "8443", "65535"])
+def test_ports_in_range_are_kept(cli, org, conn, port):
+    _add(cli, f"https://127.0.0.1:{port}/ok")
+    with conn.cursor() as cur:
+        cur.execute("SELECT url FROM webhook_endpoints")
+        assert cur.fetchone()["url"] == f"https://127.0.0.1:{port}/ok"
+
+
+def test_unspecified_address_wording(cli, org):
+    code, output = cli("add", "--org", "acme", "--url", "https://0.0.0.0/", "--events", ALL)
+    assert code == 2
+    assert output.endswith("Error: Invalid value for --url: 0.0.0.0, an unspecified address: webhooks go only to "
+                           "public addresses (test and demo receivers can be allowed with "
+                           "SHIPTRACK_WEBHOOK_ALLOWED_NETWORKS)\n")
+
+
 def test_test_event_sent_once_signed_and_not_counted(cli, org, conn, receiver):
     endpoint_id, secret = _add(cli, receiver.url("/ok", host="127.0.0.1"))
     code, output = cli("test", endpoint_id)

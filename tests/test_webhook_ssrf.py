@@ -40,7 +40,7 @@ def test_ip_literal_urls_refused(address, kind):
     with pytest.raises(ssrf.RefusedUrl) as refused:
         ssrf.check_url(f"https://{host}/hook", "shiptrack.example", resolver=_no_dns)
     assert str(refused.value).startswith(str(ipaddress.ip_address(address)))
-    assert f"a {kind} address" in str(refused.value)
+    assert f"{'an' if kind == 'unspecified' else 'a'} {kind} address" in str(refused.value)
     assert "SHIPTRACK_WEBHOOK_ALLOWED_NETWORKS" in str(refused.value)
 
 
@@ -92,11 +92,76 @@ def test_public_host_gives_the_address_to_connect_to():
     ("https://shiptrack.example/hook", "service's own domain"),
     ("https://api.shiptrack.example/hook", "service's own domain"),
     ("https://API.ShipTrack.Example./hook", "service's own domain"),
-    ("https://hooks.customer.example:99999/", "not a valid URL"),
+    ("https://hooks.customer.example:99999/", "port 99999 is out of range"),
+    ("https://[::1/", "not a valid URL"),
 ])
 def test_url_rules(url, message):
     with pytest.raises(ssrf.RefusedUrl, match=message.replace("'", ".").replace("/", ".")):
         ssrf.check_url(url, "shiptrack.example", resolver=_fake_dns({"hooks.customer.example": ["93.184.216.34"]}))
+
+
+ALLOWED_HINT = ("webhooks go only to public addresses (test and demo receivers can be allowed with "
+                "SHIPTRACK_WEBHOOK_ALLOWED_NETWORKS)")
+
+
+@pytest.mark.parametrize("url, message", [
+    ("https://0.0.0.0/", f"0.0.0.0, an unspecified address: {ALLOWED_HINT}"),
+    ("https://[::]/", f"::, an unspecified address: {ALLOWED_HINT}"),
+    ("https://zero.example/", f"host zero.example resolves to 0.0.0.0, an unspecified address: {ALLOWED_HINT}"),
+    ("https://[::ffff:0.0.0.0]/", f"::ffff:0:0 (IPv4 0.0.0.0), an unspecified address: {ALLOWED_HINT}"),
+    ("https://127.0.0.1/", f"127.0.0.1, a loopback address: {ALLOWED_HINT}"),
+    ("https://169.254.169.254/", f"169.254.169.254, a link-local address: {ALLOWED_HINT}"),
+    ("https://100.64.0.1/", f"100.64.0.1, a shared address: {ALLOWED_HINT}"),
+    ("https://240.0.0.1/", f"240.0.0.1, a reserved address: {ALLOWED_HINT}"),
+    ("https://10.0.0.1/", f"10.0.0.1, a private address: {ALLOWED_HINT}"),
+])
+def test_refusal_names_the_class_with_its_article(url, message):
+    with pytest.raises(ssrf.RefusedUrl) as refused:
+        ssrf.check_url(url, resolver=lambda host, port: [ipaddress.ip_address(
+            "0.0.0.0" if host == "zero.example" else host)])
+    assert str(refused.value) == message
+
+
+@pytest.mark.parametrize("url, port", [
+    ("https://hooks.customer.example/in", 443),
+    ("https://hooks.customer.example:/in", 443),       # an empty port is the default (RFC 3986)
+    ("https://hooks.customer.example:1/in", 1),
+    ("https://hooks.customer.example:8443/in", 8443),
+    ("https://hooks.customer.example:08443/in", 8443),
+    ("https://hooks.customer.example:65535/in", 65535),
+    ("https://[2606:4700:4700::1111]:8443/in", 8443),
+    ("https://[2606:4700:4700::1111]/in", 443),
+])
+def test_ports_in_range(url, port):
+    dns = lambda host, _port: [ipaddress.ip_address("93.184.216.34" if host == "hooks.customer.example" else host)]
+    assert ssrf.check_url(url, resolver=dns).port == port
+
+
+OUT_OF_RANGE = "port {} is out of range; a port is 1 to 65535 (leave it out for 443)"
+NOT_A_NUMBER = "port {!r} is not a number; a port is 1 to 65535 (leave it out for 443)"
+
+
+@pytest.mark.parametrize("port, message", [
+    ("0", OUT_OF_RANGE.format("0")),
+    ("00", OUT_OF_RANGE.format("00")),
+    ("65536", OUT_OF_RANGE.format("65536")),
+    ("99999", OUT_OF_RANGE.format("99999")),
+    ("100000000000000000443", OUT_OF_RANGE.format("100000000000000000443")),
+    ("9" * 5000, OUT_OF_RANGE.format("9" * 5000)),
+    ("-1", NOT_A_NUMBER.format("-1")),
+    ("+443", NOT_A_NUMBER.format("+443")),
+    (" 443", NOT_A_NUMBER.format(" 443")),
+    ("0x1bb", NOT_A_NUMBER.format("0x1bb")),
+    ("4_43", NOT_A_NUMBER.format("4_43")),
+    ("\u0664\u0664\u0663", NOT_A_NUMBER.format("\u0664\u0664\u0663")),
+    ("https", NOT_A_NUMBER.format("https")),
+    ("443:444", NOT_A_NUMBER.format("443:444")),
+])
+@pytest.mark.parametrize("host", ["hooks.customer.example", "[2606:4700:4700::1111]", "93.184.216.34"])
+def test_ports_out_of_range_or_not_numbers_are_refused(host, port, message):
+    with pytest.raises(ssrf.RefusedUrl) as refused:
+        ssrf.check_url(f"https://{host}:{port}/in", resolver=lambda *_: pytest.fail("no lookup"))
+    assert str(refused.value) == message
 
 
 def test_not_my_domain_lookalike_is_fine():
@@ -130,4 +195,17 @@ def test_checked_again_before_every_delivery(receiver, ca_bundle):
     outcome = send_delivery(settings.make_sender(resolver), delivery).outcome
     assert not outcome.succeeded and outcome.address is None
     assert outcome.error.startswith("refused: host receiver.test resolves to 127.0.0.1, a loopback address")
+    assert receiver.requests == []
+
+
+@pytest.mark.parametrize("port, message", [("0", OUT_OF_RANGE.format("0")),
+                                           ("65536", OUT_OF_RANGE.format("65536")),
+                                           ("x", NOT_A_NUMBER.format("x"))])
+def test_port_checked_again_before_every_delivery(receiver, ca_bundle, port, message):
+    """A URL stored before ports were checked (port 0 used to mean 443) is not contacted."""
+    settings = delivery_settings(WEBHOOK_ALLOWED_NETWORKS=["127.0.0.1/32"], WEBHOOK_CA_BUNDLE=ca_bundle)
+    delivery = claimed_delivery(f"https://127.0.0.1:{port}/ok", "whsec_AAAA", 1, "{}")
+    outcome = send_delivery(settings.make_sender(resolver), delivery).outcome
+    assert (outcome.succeeded, outcome.status_code, outcome.address) == (False, None, None)
+    assert outcome.error == f"refused: {message}"
     assert receiver.requests == []
