@@ -13,10 +13,14 @@ from models import alerts
 bp = Blueprint("alerts", __name__)
 
 
-@get_route(bp, "/alerts", list_schema(MonitoringAlertSchema, "MonitoringAlertList"), query=AlertListQuerySchema,
-           summary="Open alerts of customer-visible kinds, newest first, keyset-paged.")
+@get_route(bp, "/alerts", list_schema(MonitoringAlertSchema, "MonitoringAlertList"), query=AlertListQuerySchema)
 def list_alerts():
-    """Open alerts of customer-visible kinds across all shipments (archived included), newest first."""
+    """Open alerts of customer-visible kinds, newest first, keyset-paged.
+
+    Across all shipments, archived ones included. `shipment` keeps one shipment's alerts (a well-formed
+    id of no shipment here matches nothing). Page with `limit` and `starting_after`, the last id of
+    the previous page, while `has_more` is true.
+    """
     query = parse_query(AlertListQuerySchema())
     items = alerts.list_alerts(get_conn(), principal()["organization_id"], query["limit"] + 1,
                                shipment_id=query.get("shipment"), starting_after=query.get("starting_after"))

@@ -1,4 +1,5 @@
 """GET views that carry their own OpenAPI documentation; api/openapi.py reads it back from app.url_map."""
+import inspect
 import re
 from dataclasses import dataclass, field
 
@@ -26,26 +27,35 @@ class ViewDoc:
 
     operation_id: str
     summary: str
+    description: str
     response: object
     query: object = None
-    media_type: str = "application/json"
-    description: str = "Success."
+    media_types: tuple = ("application/json",)
+    response_description: str = "Success."
     headers: dict = field(default_factory=dict)
     errors: dict = field(default_factory=dict)
     public: bool = False
     components: tuple = ()
 
 
-def get_route(blueprint, rule, response, *, summary=None, query=None, **details):
-    """Register a GET-only view and attach its documentation (summary defaults to the docstring's first line).
+def docstring_parts(view):
+    """(summary, description) of a view: its docstring's first paragraph and the paragraphs after it."""
+    head, _, body = inspect.cleandoc(view.__doc__ or "").partition("\n\n")
+    return " ".join(head.split()), body.strip()
 
-    `response` is the 200 body's schema; `details` are the other ViewDoc fields (media_type, description,
+
+def get_route(blueprint, rule, response, *, summary=None, description=None, query=None, **details):
+    """Register a GET-only view and attach its documentation, by default from the view's docstring.
+
+    The docstring's first line is the operation's summary and its body the description (a docstring
+    without a body describes the operation with its first line). `response` is the 200 body's schema;
+    `details` are the other ViewDoc fields (media_types, each given that schema, response_description,
     headers, errors overriding ERROR_RESPONSES by status, public, components).
     """
     def register(view):
-        first_line = (view.__doc__ or "").strip().splitlines()[:1]
-        view.apidoc = ViewDoc(operation_id=view.__name__, summary=summary or "".join(first_line),
-                              response=response, query=query, **details)
+        head, body = docstring_parts(view)
+        view.apidoc = ViewDoc(operation_id=view.__name__, summary=summary or head,
+                              description=description or body or head, response=response, query=query, **details)
         # HEAD is answered as GET; OPTIONS is 405 like every other method.
         return blueprint.route(rule, methods=["GET"], provide_automatic_options=False)(view)
     return register
@@ -82,7 +92,8 @@ def _error(description):
 
 def operation(doc, rule):
     """The OpenAPI operation object of a documented GET view registered at `rule`."""
-    success = {"description": doc.description, "content": {doc.media_type: {"schema": doc.response}}}
+    success = {"description": doc.response_description,
+               "content": {media_type: {"schema": doc.response} for media_type in doc.media_types}}
     parameters = path_parameters(rule)
     if doc.query is not None:
         parameters.append({"in": "query", "schema": doc.query})
@@ -90,10 +101,13 @@ def operation(doc, rule):
         # No token and no version: only the per-IP rate limit can refuse the request.
         security, errors = [], {"429": ERROR_RESPONSES["429"]}
     else:
-        security, errors = [{"bearer": ["read"]}], {**ERROR_RESPONSES, **doc.errors}
+        # `read` is the only scope and every token has it (the scheme's description says so): an
+        # `http` scheme has no scopes to list, and a role list here would name nothing defined.
+        security, errors = [{"bearer": []}], {**ERROR_RESPONSES, **doc.errors}
         parameters.insert(0, "ServiceVersion")
         success["headers"] = {"Service-Version": "ServiceVersion", **doc.headers}
-    result = {"operationId": doc.operation_id, "summary": doc.summary, "security": security}
+    result = {"operationId": doc.operation_id, "summary": doc.summary, "description": doc.description,
+              "security": security}
     if parameters:
         result["parameters"] = parameters
     result["responses"] = {"200": success, **{code: _error(text) for code, text in sorted(errors.items())}}

@@ -13,10 +13,14 @@ from models import checks
 bp = Blueprint("checks", __name__)
 
 
-@get_route(bp, "/checks", list_schema(ShipmentCheckSchema, "ShipmentCheckList"), query=CheckListQuerySchema,
-           summary="Current quality checks, newest first, keyset-paged.")
+@get_route(bp, "/checks", list_schema(ShipmentCheckSchema, "ShipmentCheckList"), query=CheckListQuerySchema)
 def list_checks():
-    """Current checks across all shipments (archived included), newest first; failed and warning by default."""
+    """Current quality checks, newest first, keyset-paged.
+
+    Across all shipments, archived ones included. `status` defaults to `failed,warning` when omitted
+    or empty; `shipment` keeps one shipment's checks. Page with `limit` and `starting_after`, the last
+    id of the previous page, while `has_more` is true.
+    """
     query = parse_query(CheckListQuerySchema())
     items = checks.list_checks(get_conn(), principal()["organization_id"], query["limit"] + 1,
                                query["status"], shipment_id=query.get("shipment"),

@@ -20,6 +20,14 @@ bp = Blueprint("documents", __name__)
 _MEDIA_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*"
                          r"(\s*;\s*[A-Za-z0-9!#$&^_.+-]+=(\"[^\"\\\x00-\x1f\x7f]*\"|[A-Za-z0-9!#$&^_.+-]+))*",
                          re.ASCII)
+# The media types a file is served with (docs/documents.md): what the application stores for the documents
+# of a shipment (PDFs, scans and photos, spreadsheets, CSV exports). A stored type outside this list, or
+# one that is not well formed, is served as application/octet-stream, so the description names every
+# type a client can receive. application/octet-stream comes first: generators pick the first type they
+# can read, and for text/csv they would decode the bytes as text.
+FILE_MEDIA_TYPES = ("application/octet-stream", "application/pdf", "image/jpeg", "image/png", "image/tiff",
+                    "text/csv", "application/vnd.ms-excel",
+                    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet")
 # RFC 5987 attr-char: what may stay unescaped in filename*.
 _ATTR_CHARS = "!#$&+-.^_`|~"
 # Headers of a file download besides Service-Version.
@@ -32,7 +40,11 @@ FILE_HEADERS = {
 
 @get_route(bp, "/shipments/<shipment_id>/documents", list_schema(DocumentSchema, "DocumentList"))
 def list_shipment_documents(shipment_id):
-    """Current documents of a shipment, oldest first, not paged."""
+    """Current documents of a shipment, oldest first, not paged.
+
+    Only current documents are listed: replaced versions, reference-only attachments and page-split
+    records are left out. Ordered by `created_at` (to the second), then id; `has_more` is always false.
+    """
     items = documents.list_shipment_documents(get_conn(), principal()["organization_id"],
                                               path_id(shipment_id, "shp", "shipment"))
     if items is None:
@@ -42,7 +54,12 @@ def list_shipment_documents(shipment_id):
 
 @get_route(bp, "/documents/<document_id>", DocumentSchema)
 def get_document(document_id):
-    """One current document."""
+    """One current document.
+
+    A replaced, reference-only or page-split document is a 404, like a missing one. `downloadable`
+    says whether `/documents/{document_id}/file` serves its file; `data_available` whether
+    `/documents/{document_id}/data` has extracted fields.
+    """
     found = documents.get_document(get_conn(), principal()["organization_id"],
                                    path_id(document_id, "doc", "document"))
     if found is None:
@@ -51,10 +68,14 @@ def get_document(document_id):
 
 
 # PackingListFields is named by $ref in DocumentDataSchema.fields, so the description must define it.
-@get_route(bp, "/documents/<document_id>/data", DocumentDataSchema, summary="Data extracted from a current document.",
-           components=(PackingListFieldsSchema,))
+@get_route(bp, "/documents/<document_id>/data", DocumentDataSchema, components=(PackingListFieldsSchema,))
 def get_document_data(document_id):
-    """The data extracted from a current document (schema null and fields {} when none)."""
+    """Data extracted from a current document.
+
+    `schema` names the shape of `fields`; for `packing_list` every key is present (null, or `[]` for
+    lists, when not found). When nothing was extracted or the type has no structured schema, `schema`
+    is null and `fields` is `{}`, still with status 200.
+    """
     found = documents.get_document_data(get_conn(), principal()["organization_id"],
                                         path_id(document_id, "doc", "document"))
     if found is None:
@@ -62,33 +83,45 @@ def get_document_data(document_id):
     return resource("document_data", DocumentDataSchema(), found)
 
 
-# The file's own bytes: the media type is the document's, so the description says only "any".
-@get_route(bp, "/documents/<document_id>/file", {"type": "string", "contentMediaType": "application/octet-stream"},
-           summary="The original file of a downloadable document, as an attachment.", media_type="*/*",
-           description="The file bytes, with the document's own media type.", headers=FILE_HEADERS, errors={
+# `format: binary` rather than 3.1's contentMediaType: openapi-python-client reads it as a file (bytes).
+@get_route(bp, "/documents/<document_id>/file", {"type": "string", "format": "binary"},
+           media_types=FILE_MEDIA_TYPES, response_description="The file's bytes, with the document's own media type.",
+           headers=FILE_HEADERS, errors={
                "400": "Service-Version is invalid (`invalid_parameter`) or unpublished (`invalid_version`).",
                "404": "No such current document, or it has no file that passed the security scan "
                       "(`resource_missing`)."})
 def download_document_file(document_id):
-    """The stored file as an attachment, streamed from the storage folder."""
+    """The original file of a downloadable document, as an attachment.
+
+    Served with the document's `content_type` when it is one of the media types listed here, else as
+    `application/octet-stream`; the file name is in `Content-Disposition`. Only a document whose
+    `downloadable` is true has a file: one still being scanned, blocked or without a file is a 404.
+    """
     found = documents.get_document_file(get_conn(), principal()["organization_id"],
                                         path_id(document_id, "doc", "document file"))
     stored = found and open_stored_file(current_app.config["STORAGE_DIR"], found["storage_key"])
     if not stored:
         raise missing("document file", document_id)
     file, size = stored
-    media_type = found["content_type"] if _MEDIA_TYPE.fullmatch(found["content_type"]) else None
+    media_type = served_media_type(found["content_type"])
     # The open file is wrapped, not read: the WSGI server streams it in chunks (wsgi.file_wrapper
     # when it has one). No Range or ETag handling: the view has one success status, 200.
     response = send_file(file, mimetype="application/octet-stream", as_attachment=True, download_name="file",
                          conditional=False, etag=False, last_modified=None, max_age=None)
     response.content_length = size
     # Set after send_file, which would add a charset of its own to text types.
-    response.headers["Content-Type"] = media_type or "application/octet-stream"
+    response.headers["Content-Type"] = media_type
     response.headers["Content-Disposition"] = content_disposition(found["filename"])
     response.headers["X-Content-Type-Options"] = "nosniff"
     response.headers["Cache-Control"] = "private, no-store"
     return response
+
+
+def served_media_type(content_type):
+    """The document's content type (parameters kept) when well formed and listed, else application/octet-stream."""
+    if _MEDIA_TYPE.fullmatch(content_type) and content_type.split(";")[0].strip().lower() in FILE_MEDIA_TYPES:
+        return content_type
+    return "application/octet-stream"
 
 
 def storage_path(storage_dir, key):

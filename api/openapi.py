@@ -10,11 +10,29 @@ from api.apidoc import get_route, openapi_path, operation, view_doc
 from api.errors import REALM
 from api.params import parameter_attributes
 from api.schemas.common import ErrorSchema
-from api.webhook_description import WEBHOOKS
+from api.webhook_description import SIGNATURE_SCHEME, WEBHOOKS, WEBHOOKS_TAG
 
 bp = Blueprint("openapi", __name__)
 
 TITLE = "Shipment Tracking API"
+# One tag per resource group, named by the blueprint its views are registered on (in this order).
+_REFERENCE = ("Reference", "This description, for programs and for people; no token needed.")
+TAGS = {
+    "organization": ("Organization", "The organization the token belongs to, and the token itself."),
+    "shipments": ("Shipments", "Shipments with their places, containers, labels, tracking state and cargo totals; "
+                               "listed newest first, filtered and searched."),
+    "timeline": ("Timeline", "A shipment's route legs, tracking events and ETA revisions."),
+    "free_time": ("Free time", "Demurrage and detention clocks of ocean shipments, and the shipments whose "
+                               "free days are about to run out."),
+    "documents": ("Documents", "Current documents of a shipment, the data extracted from them and their files."),
+    "packing_lists": ("Packing lists", "Current packing lists of a shipment with their pallets and lines."),
+    "alerts": ("Alerts", "Open monitoring alerts across the organization's shipments."),
+    "checks": ("Checks", "Results of the quality checks run on shipments."),
+    "openapi": _REFERENCE,
+    "docs_page": _REFERENCE,
+}
+# Relative: the API answers at the root of the origin that serves this description (SPEC's {base_url}).
+SERVERS = [{"url": "/", "description": "The origin serving this description."}]
 # Key of app.extensions holding (document, its served bytes): built on first use, once per app.
 EXTENSION = "shiptrack_openapi"
 # Methods werkzeug adds to every GET rule; they are not operations of their own.
@@ -40,17 +58,34 @@ def documented_rules(app):
     return found
 
 
+def tag_of(rule):
+    """The tag of a rule's operation: the one of the blueprint its view is registered on."""
+    blueprint = rule.endpoint.rpartition(".")[0]
+    if blueprint not in TAGS:
+        raise UndocumentedView(f"{rule.rule} ({rule.endpoint}): blueprint {blueprint!r} has no tag in api.openapi.TAGS")
+    return TAGS[blueprint][0]
+
+
 def _new_spec():
     marshmallow_plugin = MarshmallowPlugin()
     spec = APISpec(title=TITLE, version=versions.LATEST, openapi_version="3.1.0",
-                   plugins=[marshmallow_plugin],
-                   info={"description": "Read-only access to an organization's shipments, plus signed webhooks. "
+                   plugins=[marshmallow_plugin], servers=SERVERS,
+                   # No license file grants any right to this API or its description, and there is no
+                   # SPDX identifier or URL to give (docs/decisions.md).
+                   info={"license": {"name": "Proprietary"},
+                         "description": "Read-only access to an organization's shipments, plus signed webhooks. "
                                         "Every endpoint is GET and needs `Authorization: Bearer <token>`, "
                                         "except this document."})
     # style, explode and allowEmptyValue belong to the parameter, not its schema (api/params.py).
     marshmallow_plugin.converter.add_parameter_attribute_function(parameter_attributes)
-    spec.components.security_scheme("bearer", {"type": "http", "scheme": "bearer",
-                                               "description": f"Token `sv_` + 40 letters and digits; realm {REALM}."})
+    for name, description in dict(TAGS.values()).items():
+        spec.tag({"name": name, "description": description})
+    spec.tag(WEBHOOKS_TAG)
+    spec.components.security_scheme("bearer", {
+        "type": "http", "scheme": "bearer",
+        "description": f"Token `sv_` + 40 letters and digits; realm {REALM}. Its one scope, `read`, is what every "
+                       "endpoint needs, and every token has it."})
+    spec.components.security_scheme(*SIGNATURE_SCHEME)
     spec.components.schema("Error", schema=ErrorSchema)
     spec.components.parameter("ServiceVersion", "header", {
         "name": "Service-Version", "required": False,
@@ -69,7 +104,7 @@ def _build(app):
         for component in doc.components:
             spec.components.schema(component.__name__.removesuffix("Schema"), schema=component)
     for path, rule, doc in rules:
-        spec.path(path=path, operations={"get": operation(doc, rule.rule)})
+        spec.path(path=path, operations={"get": {"tags": [tag_of(rule)], **operation(doc, rule.rule)}})
     document = spec.to_dict()
     require_every_property(document["components"]["schemas"])
     # OpenAPI 3.1 `webhooks`: one entry per event type (built in api/webhook_description.py).
@@ -110,10 +145,13 @@ def build_spec(app):
     return app.extensions[EXTENSION][0]
 
 
-@get_route(bp, "/openapi.json", {"type": "object"}, summary="This description (no token needed).",
-           description="OpenAPI 3.1 document.", public=True)
+@get_route(bp, "/openapi.json", {"type": "object"}, response_description="OpenAPI 3.1 document.", public=True)
 def get_openapi_document():
-    """The machine-readable description; no token, cacheable for an hour."""
+    """This description (no token needed).
+
+    The machine-readable description of the latest version, whatever the organization's pin or a
+    `Service-Version` header say; cacheable for an hour (`Cache-Control: public, max-age=3600`).
+    """
     app = current_app._get_current_object()
     build_spec(app)
     return Response(app.extensions[EXTENSION][1], mimetype="application/json",

@@ -10,7 +10,11 @@ bp = Blueprint("organization", __name__)
 
 @get_route(bp, "/organization", OrganizationSchema)
 def get_organization():
-    """The organization and the token making the request."""
+    """The organization and the token making the request.
+
+    `api_version` is the version the organization is pinned to: null until its first request without
+    a `Service-Version` header. `token` is the token that made this request, with its user's e-mail.
+    """
     who = principal()
     organization = {
         "id": who["organization_id"], "name": who["organization_name"], "slug": who["slug"],

@@ -15,10 +15,14 @@ bp = Blueprint("shipments", __name__)
 _ARCHIVED = {"false": False, "true": True, "any": None}
 
 
-@get_route(bp, "/shipments", list_schema(ShipmentSchema, "ShipmentList"), query=ShipmentListQuerySchema,
-           summary="Shipments, newest first, keyset-paged.")
+@get_route(bp, "/shipments", list_schema(ShipmentSchema, "ShipmentList"), query=ShipmentListQuerySchema)
 def list_shipments():
-    """Visible shipments, newest first, filtered and keyset-paged."""
+    """Shipments, newest first, keyset-paged.
+
+    Shipments waiting for approval are never listed; archived ones only with `archived=true` or `any`.
+    Filters combine with AND. Page with `limit` and `starting_after`, the last id of the previous page,
+    while `has_more` is true: shipments added meanwhile cause no gaps or repeats.
+    """
     query = parse_query(ShipmentListQuerySchema())
     items = shipments.list_shipments(
         get_conn(), principal()["organization_id"], query["limit"] + 1,
@@ -32,7 +36,10 @@ def list_shipments():
 
 @get_route(bp, "/shipments/<shipment_id>", ShipmentSchema)
 def get_shipment(shipment_id):
-    """One shipment (archived ones included)."""
+    """One shipment (archived ones included).
+
+    A shipment waiting for approval or of another organization is a 404, like a missing one.
+    """
     found = shipments.get_shipment(get_conn(), principal()["organization_id"],
                                    path_id(shipment_id, "shp", "shipment"))
     if found is None:

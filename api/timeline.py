@@ -10,10 +10,13 @@ from models import timeline
 bp = Blueprint("timeline", __name__)
 
 
-@get_route(bp, "/shipments/<shipment_id>/timeline", TimelineSchema,
-           summary="Legs, tracking events and ETA revisions of a shipment.")
+@get_route(bp, "/shipments/<shipment_id>/timeline", TimelineSchema)
 def get_shipment_timeline(shipment_id):
-    """Legs in travel order, tracking events oldest first, ETA revisions oldest first."""
+    """Legs, tracking events and ETA revisions of a shipment.
+
+    Legs are in travel order. Tracking events are oldest first; events without a time are placed by
+    the usual order of milestones. ETA revisions are oldest first, one per move of 5 minutes or more.
+    """
     found = timeline.get_timeline(get_conn(), principal()["organization_id"],
                                   path_id(shipment_id, "shp", "shipment"))
     if found is None:

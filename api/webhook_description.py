@@ -3,6 +3,17 @@ from api.ids import PREFIXES, id_pattern
 from models.webhooks import CHECK_RESULT_KEYS, CHECK_SUMMARY_KEYS, EVENT_TYPES
 
 _REF = "#/components/schemas/{}"
+WEBHOOKS_TAG = {"name": "Webhooks", "description": "Signed HTTPS POST requests the service sends to the endpoints "
+                                                   "an organization admin registers in the application settings."}
+# (name, security scheme) of the Standard Webhooks signature that authenticates every webhook request.
+SIGNATURE_SCHEME = ("webhookSignature", {
+    "type": "apiKey", "in": "header", "name": "webhook-signature",
+    "description": "Standard Webhooks signature with the endpoint's own secret. `webhook-signature` is `v1,` + "
+                   "the base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<raw body>` (the two headers and "
+                   "the exact bytes received), keyed with the endpoint's signing secret: the text after `whsec_`, "
+                   "base64-decoded. Receivers compute it over the raw body, compare in constant time and reject "
+                   "an old `webhook-timestamp` (for example more than 5 minutes away from their clock). Rolling "
+                   "the secret replaces it at once: there is no overlap with two signatures."})
 
 _HEADERS = [
     ("webhook-id", "The event id (`msg_<int>`); the same for every endpoint, retry and resend.",
@@ -82,10 +93,13 @@ def _body(event_type, component, previous, checks):
 def _entry(event_type):
     summary, component, previous, checks = _EVENTS[event_type]
     return {"post": {
+        "tags": [WEBHOOKS_TAG["name"]],
         "operationId": "webhook_" + event_type.replace(".", "_"),
         "summary": summary,
-        "description": "HTTPS POST to each enabled endpoint subscribed to the type. A 2xx within 10 s is success; "
-                       "anything else (redirects included) is retried 8 times in all over about a day.",
+        "description": "HTTPS POST to each enabled endpoint subscribed to the type, signed as `webhookSignature` "
+                       "says. A 2xx within 10 s is success; anything else (redirects included) is retried 8 times "
+                       "in all over about a day.",
+        "security": [{SIGNATURE_SCHEME[0]: []}],
         "parameters": [{"in": "header", "name": name, "required": True, "description": text, "schema": schema}
                        for name, text, schema in _HEADERS],
         "requestBody": {"required": True, "content": {"application/json": {

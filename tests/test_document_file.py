@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from api.documents import content_disposition, storage_path
+from api.documents import FILE_MEDIA_TYPES, content_disposition, storage_path
 from tests.support.factories import auth, insert, make_org, make_shipment, make_token
 
 
@@ -61,6 +61,10 @@ def test_json_suffix_and_head(conn, client, org):
 @pytest.mark.parametrize("stored, served", [
     ("text/csv; charset=utf-8", "text/csv; charset=utf-8"),
     ("image/png", "image/png"),
+    ("Application/PDF", "Application/PDF"),
+    # Well formed but not a type the description lists.
+    ("application/msword", "application/octet-stream"),
+    ("text/html", "application/octet-stream"),
     ("not a type", "application/octet-stream"),
     ("text/html\r\nX-Evil: 1", "application/octet-stream"),
 ])
@@ -69,6 +73,21 @@ def test_content_type(conn, client, org, stored, served):
     response = fetch(client, f"/documents/doc_{document}/file", org)
     assert response.headers["Content-Type"] == served
     assert "X-Evil" not in response.headers
+
+
+def test_every_served_type_is_described(conn, client, org):
+    download = client.get("/openapi.json").json["paths"]["/documents/{document_id}/file"]["get"]
+    content = download["responses"]["200"]["content"]
+    # The fallback first: generators take the first type they can read, and bytes is the right reading.
+    assert list(content) == list(FILE_MEDIA_TYPES) and FILE_MEDIA_TYPES[0] == "application/octet-stream"
+    assert {"application/pdf", "image/png", "image/jpeg", "text/csv"} <= set(content)
+    assert all(media["schema"] == {"type": "string", "format": "binary"} for media in content.values())
+    assert all(list(download["responses"][code]["content"]) == ["application/json"]
+               for code in ("400", "401", "404", "429"))
+    for stored in ("application/pdf", "image/jpeg", "text/csv; charset=utf-8", "application/zip", "x"):
+        document = make_document(conn, org, content_type=stored)
+        served = fetch(client, f"/documents/doc_{document}/file", org).headers["Content-Type"]
+        assert served.split(";")[0].lower() in content, (stored, served)
 
 
 @pytest.mark.parametrize("filename, header", [

@@ -213,6 +213,8 @@ READ_OPERATIONS = [
 def test_openapi_describes_the_read_endpoints(client):
     from openapi_spec_validator import validate
 
+    from api.documents import FILE_MEDIA_TYPES
+
     document = client.get("/openapi.json").json
     validate(document)
     for operation_id, path, component in READ_OPERATIONS:
@@ -223,7 +225,7 @@ def test_openapi_describes_the_read_endpoints(client):
         assert set(operation["responses"]) == {"200", "400", "401", "404", "429"}
     download = document["paths"]["/documents/{document_id}/file"]["get"]
     assert download["operationId"] == "download_document_file"
-    assert list(download["responses"]["200"]["content"]) == ["*/*"]
+    assert list(download["responses"]["200"]["content"]) == list(FILE_MEDIA_TYPES)
     assert set(download["responses"]["200"]["headers"]) == {"Service-Version", "Content-Disposition",
                                                             "Content-Length"}
     parameters = {p["name"]: p for p in document["paths"]["/alerts"]["get"]["parameters"] if "name" in p}
