@@ -77,12 +77,22 @@ def _summary(shipment, demurrage, detention, terms):
         "shipment_reference": shipment["reference"],
         "transport_reference": shipment["transport_reference"],
         "at_risk": any(is_at_risk(clock) for clock in demurrage),
-        # "Supplied by none of" the sources: neither kind has free days from anywhere.
-        "terms_unknown": not terms["demurrage"].known and not terms["detention"].known,
+        "terms_unknown": _terms_unknown(shipment, terms),
         "demurrage": [public[id(clock)] for clock in demurrage],
         "detention": [public[id(clock)] for clock in detention],
         "active_clock": None if active is None else public[id(active)],
     }
+
+
+def _terms_unknown(shipment, terms):
+    """Whether free days the shipment's clocks need are supplied by none of the sources, for either kind.
+
+    Only ocean shipments have clocks, so only they need free days: an air or road shipment
+    (or one without a transport type) is never missing terms (docs/free-time.md).
+    """
+    if shipment["transport_type"] != "ocean":
+        return False
+    return not terms["demurrage"].known and not terms["detention"].known
 
 
 def _containers(container_numbers, events):

@@ -115,6 +115,47 @@ def test_no_clocks_for_other_transport(conn, client, org, transport_type):
     assert response.json == summary(shipment_id, "S-1", [], [], None)
 
 
+@pytest.mark.parametrize("transport_type, carrier_name, notice, terms_unknown", [
+    # Only ocean shipments have clocks, so only they can miss the free days their clocks need.
+    ("ocean", "Maersk", None, True),
+    ("ocean", "MSC", None, False),
+    ("ocean", "Maersk", (3, None), False),
+    ("ocean", None, (None, 4), False),
+    ("air", "Maersk", None, False),
+    ("air", "MSC", None, False),
+    ("road", None, None, False),
+    ("road", "MSC", (3, 4), False),
+    (None, None, None, False),
+])
+def test_terms_unknown_only_for_ocean_shipments(conn, client, org, transport_type, carrier_name, notice,
+                                                terms_unknown):
+    shipment_id = ocean(conn, org["id"], "S-1", discharged_days_ago=1, transport_type=transport_type,
+                        carrier_name=carrier_name)
+    if notice is not None:
+        insert(conn, "arrival_notices", shipment_id=shipment_id, received_at=at(1),
+               demurrage_free_days=notice[0], detention_free_days=notice[1])
+    response = client.get(f"/shipments/shp_{shipment_id}/free_time", headers=auth(org["token"]))
+    assert response.status_code == 200
+    assert response.headers["Service-Version"] == "2026-10-01"
+    if transport_type == "ocean":
+        assert len(response.json["demurrage"]) == 1 and response.json["active_clock"]["state"] == "running"
+        assert response.json["terms_unknown"] is terms_unknown
+    else:
+        assert response.json == summary(shipment_id, "S-1", [], [], None, terms_unknown=False)
+
+
+def test_unknown_terms_of_an_ocean_shipment_in_full(conn, client, org):
+    shipment_id = ocean(conn, org["id"], "S-1", discharged_days_ago=2, carrier_name="Maersk")
+    response = client.get(f"/shipments/shp_{shipment_id}/free_time", headers=auth(org["token"]))
+    running = clock("demurrage", "running", free_days=None, source="unknown", started=2, elapsed=3,
+                    carrier="Maersk")
+    assert response.status_code == 200
+    assert response.json == summary(shipment_id, "S-1", [running],
+                                     [clock("detention", "not_started", free_days=None, source="unknown",
+                                            carrier="Maersk")],
+                                     running, terms_unknown=True)
+
+
 @pytest.mark.parametrize("case", ["other_org", "awaiting_approval", "owned_elsewhere", "wrong_prefix",
                                   "malformed", "unknown"])
 def test_missing_shipment_is_404(conn, client, org, case):

@@ -144,6 +144,19 @@ def test_terms_known_for_one_kind_only():
     assert (summary["terms_unknown"], summary["at_risk"]) == (False, True)
 
 
+@pytest.mark.parametrize("transport_type, events, terms_unknown", [
+    ("ocean", [ev("discharged", "03-08T10:00")], True),
+    ("ocean", [ev("booked", "01-20T08:00")], True),     # no clock yet, but its clocks will need free days
+    ("air", [ev("discharged", "03-08T10:00")], False),  # no clocks: no free days are missing
+    ("road", [], False),
+    (None, [ev("discharged", "03-08T10:00")], False),
+])
+def test_terms_unknown_only_where_clocks_need_free_days(transport_type, events, terms_unknown):
+    summary = free_time.summarize(shipment(transport_type=transport_type), [BOX], events,
+                                  {"demurrage": UNKNOWN_TERMS, "detention": UNKNOWN_TERMS}, NOW)
+    assert (summary["terms_unknown"], summary["at_risk"]) == (terms_unknown, False)
+
+
 NOTICES = [{"demurrage_free_days": None, "detention_free_days": 6, "free_days_basis": None},
            {"demurrage_free_days": 8, "detention_free_days": 5, "free_days_basis": "working"}]
 CARRIER_TERMS = {"demurrage_free_days": 7, "detention_free_days": 4, "free_days_basis": "working"}

@@ -54,7 +54,8 @@ class FreeTimeSummarySchema(Schema):
         "overdue; never true with unknown terms."))
     terms_unknown = fields.Boolean(metadata=doc(
         "True when free days are supplied by none of: the shipment, an arrival notice, the organization's "
-        "carrier terms."))
+        "carrier terms. Always false for shipments that are not ocean: only ocean shipments have clocks, so "
+        "no free days are missing."))
     demurrage = fields.List(fields.Nested(FreeTimeClockSchema), metadata=doc(
         "One per container, in the shipment's container order; empty for non-ocean shipments or without "
         "relevant tracking events."))
