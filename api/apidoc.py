@@ -36,6 +36,7 @@ class ViewDoc:
     errors: dict = field(default_factory=dict)
     public: bool = False
     components: tuple = ()
+    include_in_description: bool = True  # False: served, but no operation in /openapi.json (the view says why)
 
 
 def docstring_parts(view):

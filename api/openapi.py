@@ -44,7 +44,7 @@ class UndocumentedView(LookupError):
 
 
 def documented_rules(app):
-    """(OpenAPI path, rule, ViewDoc) for every rule of the app but `static`; raises UndocumentedView."""
+    """(OpenAPI path, rule, ViewDoc) for every rule but `static` and views left out; raises UndocumentedView."""
     found = []
     for rule in app.url_map.iter_rules():
         if rule.endpoint == "static":
@@ -54,7 +54,8 @@ def documented_rules(app):
         if doc is None or methods != {"GET"}:
             raise UndocumentedView(f"{rule.rule} ({rule.endpoint}, {sorted(methods)}) has no documented GET view;"
                                    f" register it with api.apidoc.get_route")
-        found.append((openapi_path(rule.rule), rule, doc))
+        if doc.include_in_description:
+            found.append((openapi_path(rule.rule), rule, doc))
     return found
 
 
@@ -75,7 +76,7 @@ def _new_spec():
                    info={"license": {"name": "Proprietary"},
                          "description": "Read-only access to an organization's shipments, plus signed webhooks. "
                                         "Every endpoint is GET and needs `Authorization: Bearer <token>`, "
-                                        "except this document."})
+                                        "except this document and its page for people, `/docs`."})
     # style, explode and allowEmptyValue belong to the parameter, not its schema (api/params.py).
     marshmallow_plugin.converter.add_parameter_attribute_function(parameter_attributes)
     for name, description in dict(TAGS.values()).items():
