@@ -7,7 +7,7 @@ from api.errors import InvalidParameter, InvalidToken, InvalidVersion, MissingTo
 from models import organizations, rate_limits, tokens
 
 # Endpoints that need no token (they still count toward the per-IP limit without a token).
-PUBLIC_ENDPOINTS = {"openapi.get_openapi_document"}
+PUBLIC_ENDPOINTS = {"openapi.get_openapi_document", "docs_page.get_docs_page", "docs_page.get_docs_asset"}
 
 
 def bearer_token():
