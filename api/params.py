@@ -12,8 +12,14 @@ from api.errors import InvalidParameter
 from api.ids import id_pattern, parse_id
 
 _DIGITS = re.compile(r"[0-9]{1,3}", re.ASCII)
-_DATE_TEXT = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
-_TIME_TEXT = r"T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?(Z|[+-]([01][0-9]|2[0-3])(:?[0-5][0-9])?)?"
+# Only real calendar days of years 0001 to 9999 (29 February in leap years), hours 00-23, minutes
+# and seconds 00-59: a client reading the description's pattern can tell every date the API takes.
+_YEAR = r"([0-9]{3}[1-9]|[0-9]{2}[1-9]0|[0-9][1-9]00|[1-9]000)"
+_LEAP_YEAR = r"([0-9]{2}(0[48]|[2468][048]|[13579][26])|([02468][48]|[13579][26]|[2468]0)00)"
+_DATE_TEXT = (rf"({_YEAR}-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)"
+              rf"|02-(0[1-9]|1[0-9]|2[0-8]))|{_LEAP_YEAR}-02-29)")
+_TIME_TEXT = (r"T([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,6})?)?"
+              r"(Z|[+-]([01][0-9]|2[0-3])(:?[0-5][0-9])?)?")
 _DATE = re.compile(_DATE_TEXT, re.ASCII)
 _DATE_TIME = re.compile(_DATE_TEXT + _TIME_TEXT, re.ASCII)
 # What the description publishes for time parameters: exactly the syntax parse_time reads.
