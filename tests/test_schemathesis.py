@@ -1,8 +1,11 @@
 """Schemathesis fuzzes every operation of /openapi.json on the demo data with all its checks: no failure."""
+import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import CHECKS, load_all_checks
 from schemathesis.config._auth import OpenAPIAuthConfig
+from schemathesis.generation.feedback import FeedbackSources
+from schemathesis.pytest._test_builder import build_operation_test
 from werkzeug.test import Client
 
 from api.openapi import build_spec
@@ -37,24 +40,35 @@ PUBLIC = {f"{method.upper()} {path}" for path, item in schema.raw_schema["paths"
           for method, operation in item.items() if operation.get("security") == []}
 
 
-@schema.parametrize()
-@settings(max_examples=25, derandomize=True, deadline=None, database=None,
-          suppress_health_check=list(HealthCheck))
-def test_every_operation_keeps_its_contract(case, demo_database):
+# One pytest item per operation, built as @schema.parametrize() builds them (every phase: examples, coverage,
+# fuzzing). Not @schema.parametrize() itself: under pytest 9 its items share one node id, so pytest-xdist
+# runs only one of them. build_operation_test is the function that decorator uses (schemathesis is pinned).
+OPERATIONS = [result.ok() for result in schema.get_all_operations()]
+
+
+@pytest.mark.parametrize("operation", OPERATIONS, ids=[operation.label for operation in OPERATIONS])
+def test_every_operation_keeps_its_contract(operation, demo_database):
     # Checks that send more requests (ignored_auth) use the schema's transport: WSGI once it has the app.
-    case.operation.schema.app = demo_database.app
+    operation.schema.app = demo_database.app
     # The token through the bearer scheme, not as a header, so a case generated without it (negative
     # data for the security requirement) is sent without it.
     token = demo_database.headers["Authorization"].removeprefix("Bearer ")
-    case.operation.schema.config.auth.openapi = OpenAPIAuthConfig(schemes={"bearer": {"bearer": token}})
-    response = case.call_and_validate(app=demo_database.app, session=BufferedClient(demo_database.app),
-                                      checks=ALL_CHECKS)
-    STATUSES.setdefault(case.operation.label, set()).add(response.status_code)
+    operation.schema.config.auth.openapi = OpenAPIAuthConfig(schemes={"bearer": {"bearer": token}})
+    session = BufferedClient(demo_database.app)
+
+    @settings(max_examples=25, derandomize=True, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    def keeps_its_contract(case):
+        response = case.call_and_validate(app=demo_database.app, session=session, checks=ALL_CHECKS)
+        STATUSES.setdefault(case.operation.label, set()).add(response.status_code)
+
+    build_operation_test(config=schema.config, operation=operation, test_func=keeps_its_contract, given_kwargs={},
+                         feedback=FeedbackSources())()
 
 
 def test_every_operation_was_answered_with_success_and_with_errors():
     # The checks accept a 401 or 404 as the answer to valid data; the token and the example ids worked.
-    assert len(STATUSES) == len(list(schema.get_all_operations()))
+    assert len(STATUSES) == len(OPERATIONS)
     for label, statuses in STATUSES.items():
         assert 200 in statuses, (label, statuses)
         # Every operation needing a token also met a refused case.
