@@ -164,7 +164,9 @@ def phase_watch(conn, env, arrivals, changes, interval):
     committed = {}
     for sid in ids:
         with conn.cursor() as cur:
-            cur.execute("UPDATE shipments SET status = 'in_transit' WHERE id = %s", (sid,))
+            # Always a real change (a shipment phase 1 already moved to in_transit would send no event).
+            cur.execute("UPDATE shipments SET status = CASE WHEN status = 'in_transit' THEN 'arrived' "
+                        "ELSE 'in_transit' END WHERE id = %s", (sid,))
         conn.commit()
         committed[f"shp_{sid}"] = time.time()
         time.sleep(interval)
