@@ -12,7 +12,7 @@ import pytest
 import requests
 
 from tests.support.factories import auth, make_org, make_token
-from tests.support.processes import free_port, wait_for
+from tests.support.processes import free_port, stop, wait_for
 
 RATE_LIMITED = {"error": {"type": "rate_limit_error", "code": "rate_limited",
                           "message": "Too many requests. Wait for the number of seconds in Retry-After, then retry.",
@@ -287,12 +287,7 @@ def test_limits_shared_by_gunicorn_workers(conn, database_url, tmp_path):
     finally:
         for sock in idle:
             sock.close()
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
 
 
 def test_default_limits_are_the_spec_values(database_url):

@@ -53,9 +53,14 @@ def gunicorn(database_url, tmp_path, workers=1, **settings):
         assert wait_for(listening, 30), "gunicorn did not listen within 30 seconds"
         yield f"http://127.0.0.1:{port}"
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
+
+
+def stop(process, seconds=10):
+    """Terminate a child process, killing it when it has not exited within `seconds`."""
+    process.terminate()
+    try:
+        process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
