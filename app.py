@@ -26,6 +26,7 @@ def create_app(config=None):
         app.register_blueprint(blueprint)
     app.before_request(guard.guard_request)
     app.after_request(guard.add_version_header)
+    app.after_request(guard.add_rate_limit_headers)
     app.teardown_request(release_conn)
     register_error_handlers(app)
     register_commands(app)

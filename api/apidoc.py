@@ -87,14 +87,20 @@ def path_parameters(rule):
     return parameters
 
 
+# Every response of a request that was counted carries these (components of api/openapi.py).
+RATE_LIMIT_HEADERS = {"RateLimit-Policy": "RateLimitPolicy", "RateLimit": "RateLimit"}
+
+
 def _error(description):
-    return {"description": description, "content": {"application/json": {"schema": "Error"}}}
+    return {"description": description, "content": {"application/json": {"schema": "Error"}},
+            "headers": dict(RATE_LIMIT_HEADERS)}
 
 
 def operation(doc, rule):
     """The OpenAPI operation object of a documented GET view registered at `rule`."""
     success = {"description": doc.response_description,
-               "content": {media_type: {"schema": doc.response} for media_type in doc.media_types}}
+               "content": {media_type: {"schema": doc.response} for media_type in doc.media_types},
+               "headers": {**RATE_LIMIT_HEADERS, **doc.headers}}
     parameters = path_parameters(rule)
     if doc.query is not None:
         parameters.append({"in": "query", "schema": doc.query})
@@ -106,7 +112,7 @@ def operation(doc, rule):
         # `http` scheme has no scopes to list, and a role list here would name nothing defined.
         security, errors = [{"bearer": []}], {**ERROR_RESPONSES, **doc.errors}
         parameters.insert(0, "ServiceVersion")
-        success["headers"] = {"Service-Version": "ServiceVersion", **doc.headers}
+        success["headers"] = {"Service-Version": "ServiceVersion", **success["headers"]}
     result = {"operationId": doc.operation_id, "summary": doc.summary, "description": doc.description,
               "security": security}
     if parameters:

@@ -22,6 +22,7 @@ def bearer_token():
 def guard_request():
     """Authenticate, count the request, and resolve the version; raises ApiError subclasses."""
     g.version = None
+    g.rate_limit = None
     token = bearer_token()
     principal = None
     if token is not None and tokens.TOKEN_PATTERN.fullmatch(token):
@@ -38,17 +39,26 @@ def guard_request():
 
 
 def enforce_rate_limits(principal, failed_authentication=False):
-    """Count this request; raise 429 when a limit of the spec is passed."""
+    """Count this request; raise 429 when a limit of the spec is passed.
+
+    Keeps the limit closest to running out in `g.rate_limit` for the RateLimit headers of the response.
+    """
     limits = current_app.config["RATE_LIMITS"]
     address = request.remote_addr or "unknown"
     if principal is not None:
-        buckets = {f"token:{principal['token_id']}": limits["per_token"], f"ip:{address}": limits["per_ip"]}
+        policies = {f"token:{principal['token_id']}": "per_token", f"ip:{address}": "per_ip"}
     else:
         # Failed authentications share the budget of requests without a token (spec: 30 per IP),
         # so a valid token from the same address is never held up by someone else's bad ones.
-        buckets = {f"anonymous:{address}": limits["anonymous_per_ip"]}
-    counts = rate_limits.count_request(get_conn(), buckets, limits["window_seconds"])
-    exceeded = [counts[bucket][1] for bucket, limit in buckets.items() if counts[bucket][0] > limit]
+        policies = {f"anonymous:{address}": "anonymous_per_ip"}
+    counts = rate_limits.count_request(get_conn(), policies, limits["window_seconds"])
+    # (policy, quota, requests left, seconds until reset) of each bucket; left is negative past the quota.
+    states = [(policy, limits[policy], limits[policy] - counts[bucket][0], counts[bucket][1])
+              for bucket, policy in policies.items()]
+    # Fewest left first, so a 429 shows a limit it passed; on a tie the later reset (t never before Retry-After).
+    policy, quota, left, resets_in = min(states, key=lambda state: (state[2], -state[3]))
+    g.rate_limit = (policy, quota, max(0, left), resets_in)
+    exceeded = [reset for _policy, _quota, requests_left, reset in states if requests_left < 0]
     if not exceeded:
         return
     retry_after = max(exceeded)
@@ -57,6 +67,21 @@ def enforce_rate_limits(principal, failed_authentication=False):
                           retry_after=retry_after)
     raise RateLimited("Too many requests. Wait for the number of seconds in Retry-After, then retry.",
                       retry_after=retry_after)
+
+
+def add_rate_limit_headers(response):
+    """RateLimit-Policy and RateLimit (draft-ietf-httpapi-ratelimit-headers-11) on every counted request.
+
+    Both describe one policy, the one closest to running out: `"per_token";q=600;w=300` and
+    `"per_token";r=597;t=212` (quota, window, remaining and seconds until the window resets).
+    """
+    state = g.get("rate_limit")
+    if state is not None:
+        policy, quota, remaining, resets_in = state
+        window = current_app.config["RATE_LIMITS"]["window_seconds"]
+        response.headers["RateLimit-Policy"] = f'"{policy}";q={quota};w={window}'
+        response.headers["RateLimit"] = f'"{policy}";r={remaining};t={resets_in}'
+    return response
 
 
 def anonymous_limit_message(limits, retry_after, failed_authentication):

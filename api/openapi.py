@@ -94,6 +94,17 @@ def _new_spec():
         "description": "Version for this request only; defaults to the organization's pin."})
     spec.components.header("ServiceVersion", {"schema": {"type": "string"},
                                               "description": "The version the response was built for."})
+    # draft-ietf-httpapi-ratelimit-headers-11; both describe the limit closest to running out (api/guard.py).
+    spec.components.header("RateLimitPolicy", {
+        "schema": {"type": "string"},
+        "description": "The rate limit closest to running out for this request, as a structured-field item: "
+                       "policy name (`per_token`, `per_ip` or `anonymous_per_ip`), quota `q` in requests and "
+                       "window `w` in seconds, e.g. `\"per_token\";q=600;w=300`."})
+    spec.components.header("RateLimit", {
+        "schema": {"type": "string"},
+        "description": "What is left of that limit: the same policy name, the requests remaining `r` (this "
+                       "request counted) and the seconds `t` until the window resets, e.g. "
+                       "`\"per_token\";r=597;t=212`."})
     return spec
 
 

@@ -2,6 +2,7 @@
 import json
 import math
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -61,6 +62,25 @@ def assert_429(response, conn=None, window=300, message=None):
                                            "message": message(int(retry_after)), "param": None}}
     if conn is not None:
         assert abs(int(retry_after) - seconds_left_in_window(conn, window)) <= 2
+    # The limit shown is spent, and its window ends when Retry-After does.
+    policy, remaining, reset = rate_limit(response)
+    assert (remaining, reset) == (0, int(retry_after))
+    assert response.headers["RateLimit-Policy"].startswith(f'"{policy}";q=')
+
+
+def rate_limit(response):
+    """(policy, r, t) of the RateLimit header: `"<policy>";r=<remaining>;t=<seconds until reset>`."""
+    match = re.fullmatch(r'"(per_token|per_ip|anonymous_per_ip)";r=([0-9]+);t=([0-9]+)', response.headers["RateLimit"])
+    assert match, response.headers["RateLimit"]
+    return match[1], int(match[2]), int(match[3])
+
+
+def assert_rate_limit(response, conn, policy, quota, remaining, window=300):
+    """RateLimit-Policy and RateLimit name `policy` with its quota, what is left and the window's end."""
+    assert response.headers["RateLimit-Policy"] == f'"{policy}";q={quota};w={window}'
+    shown, left, reset = rate_limit(response)
+    assert (shown, left) == (policy, remaining)
+    assert 1 <= reset <= window and abs(reset - seconds_left_in_window(conn, window)) <= 2
 
 
 def ip(address):
@@ -232,6 +252,77 @@ def test_forwarded_for_used_with_one_trusted_proxy(conn, database_url, tmp_path)
     assert client.get("/openapi.json", headers={"X-Forwarded-For": "192.0.2.1, 192.0.2.2"}).status_code == 200
     assert_429(client.get("/openapi.json", headers={"X-Forwarded-For": "192.0.2.9, 192.0.2.2"}), conn,
                message=without_token(1))
+
+
+# --- RateLimit-Policy and RateLimit (draft-ietf-httpapi-ratelimit-headers-11) ------------------
+
+def test_rate_limit_headers_of_a_token(conn, database_url, tmp_path):
+    token = make_token(conn, make_org(conn, "acme"))
+    client = limited_app(database_url, tmp_path, per_token=5).test_client()
+    for remaining in (4, 3, 2):
+        response = client.get("/organization", headers=auth(token))
+        assert response.status_code == 200
+        assert_rate_limit(response, conn, "per_token", 5, remaining)
+    # Errors after the count carry them too, Service-Version alongside.
+    response = client.get("/shipments/shp_999", headers=auth(token))
+    assert response.status_code == 404 and "Service-Version" in response.headers
+    assert_rate_limit(response, conn, "per_token", 5, 1)
+    assert_rate_limit(client.get("/nope", headers=auth(token)), conn, "per_token", 5, 0)
+    response = client.get("/organization", headers=auth(token))
+    assert_429(response, conn)
+    assert_rate_limit(response, conn, "per_token", 5, 0)
+    assert response.headers["RateLimit"] == f'"per_token";r=0;t={response.headers["Retry-After"]}'
+
+
+def test_rate_limit_headers_show_the_closest_limit(conn, database_url, tmp_path):
+    acme = make_org(conn, "acme")
+    first, second = make_token(conn, acme), make_token(conn, acme, name="second")
+    client = limited_app(database_url, tmp_path, per_token=3, per_ip=4, window_seconds=60).test_client()
+    address = ip("203.0.113.9")
+    # The token's own budget runs out first...
+    client.get("/organization", headers=auth(first), environ_base=address)
+    response = client.get("/organization", headers=auth(first), environ_base=address)
+    assert_rate_limit(response, conn, "per_token", 3, 1, window=60)
+    # ...then the address's, shared with the first token, for a fresh token.
+    response = client.get("/organization", headers=auth(second), environ_base=address)
+    assert_rate_limit(response, conn, "per_ip", 4, 1, window=60)
+    response = client.get("/organization", headers=auth(second), environ_base=address)
+    assert response.status_code == 200
+    assert_rate_limit(response, conn, "per_ip", 4, 0, window=60)
+    response = client.get("/organization", headers=auth(second), environ_base=address)
+    assert_429(response, conn, window=60)
+    assert response.headers["RateLimit-Policy"] == '"per_ip";q=4;w=60'
+    # Another address: the address has plenty left, the token's own count is the closest.
+    response = client.get("/organization", headers=auth(second), environ_base=ip("203.0.113.10"))
+    assert_rate_limit(response, conn, "per_token", 3, 0, window=60)
+
+
+def test_rate_limit_headers_without_a_valid_token(conn, database_url, tmp_path):
+    make_org(conn, "acme")
+    client = limited_app(database_url, tmp_path, anonymous_per_ip=3).test_client()
+    address = ip("198.51.100.20")
+    assert_rate_limit(client.get("/openapi.json", environ_base=address), conn, "anonymous_per_ip", 3, 2)
+    response = client.get("/organization", headers=auth("sv_" + "x" * 40), environ_base=address)
+    assert response.status_code == 401
+    assert_rate_limit(response, conn, "anonymous_per_ip", 3, 1)
+    response = client.get("/nope", environ_base=address)
+    assert response.status_code == 404
+    assert_rate_limit(response, conn, "anonymous_per_ip", 3, 0)
+    response = client.get("/organization", environ_base=address)
+    assert_429(response, conn, message=without_token(3))
+    assert_rate_limit(response, conn, "anonymous_per_ip", 3, 0)
+
+
+def test_openapi_declares_the_rate_limit_headers(client):
+    description = client.get("/openapi.json").json
+    headers = description["components"]["headers"]
+    for name in ("RateLimitPolicy", "RateLimit"):
+        assert headers[name]["schema"] == {"type": "string"} and headers[name]["description"]
+    for path, item in description["paths"].items():
+        for status, response in item["get"]["responses"].items():
+            assert response["headers"]["RateLimit-Policy"] == {"$ref": "#/components/headers/RateLimitPolicy"}, \
+                (path, status)
+            assert response["headers"]["RateLimit"] == {"$ref": "#/components/headers/RateLimit"}, (path, status)
 
 
 # --- gunicorn: the limits are shared by every worker ------------------------------------------
