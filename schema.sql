@@ -708,6 +708,9 @@ CREATE TABLE IF NOT EXISTS webhook_endpoints (
   updated_at           timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX IF NOT EXISTS webhook_endpoints_organization_idx ON webhook_endpoints (organization_id, id);
+-- Set once the admins were warned that the current failure run passed 24 hours;
+-- cleared when the run ends or a new one starts (one warning per run).
+ALTER TABLE webhook_endpoints ADD COLUMN IF NOT EXISTS failure_warned_at timestamptz;
 
 -- At most 5 endpoints per organization, whoever writes them.  The organization
 -- row is locked so two concurrent inserts cannot both see 4.

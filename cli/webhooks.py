@@ -1,5 +1,6 @@
 """`flask webhooks ...`: webhook endpoints as the application settings manage them (admins and owners)."""
 import uuid
+from datetime import datetime, timezone
 
 import click
 from flask import current_app
@@ -13,7 +14,8 @@ from delivery.outbox import render_pending
 from delivery.settings import Settings
 from models import events, organizations, webhook_deliveries, webhooks
 
-webhooks_cli = AppGroup("webhooks", help="Webhook endpoints: add, list, secrets, enable/disable, test, resend.")
+webhooks_cli = AppGroup("webhooks",
+                        help="Webhook endpoints: add, list, secrets, enable/disable, test, resend, recover.")
 
 MANAGERS = ("admin", "owner")
 EVENT, ENDPOINT = PREFIXES["webhook_event"], PREFIXES["webhook_endpoint"]
@@ -45,6 +47,20 @@ def _event_types(value):
         raise click.BadParameter(f"unknown event type {unknown[0]!r}; choose from {', '.join(webhooks.EVENT_TYPES)} "
                                  f"(webhook.test is sent only by `webhooks test`)", param_hint="--events")
     return types
+
+
+def _when(value):
+    """A time as the commands print and `--since` reads it: UTC, to the second, Z suffix."""
+    return None if value is None else value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _since(value):
+    """Parse `--since`: ISO 8601; a time without an offset is UTC."""
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a time like 2026-10-01T08:00:00Z", param_hint="--since") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
 
 
 def _endpoint(conn, value, actor):
@@ -92,7 +108,12 @@ def list_(slug, actor):
         row["id"] = format_id(ENDPOINT, row["id"])
         row["events"] = ",".join(row["event_types"])
         row["state"] = "enabled" if row["enabled"] else "disabled"
-    print_table(rows, ["id", "url", "events", "state", "waiting", "failing_since", "disabled_reason", "description"])
+        # The 3-day rule disables at the first failure after this time, if failures keep coming.
+        row["disables_at"] = _when(retry.disables_at(row["failing_since"]) if row["enabled"] else None)
+        row["failing_since"] = _when(row["failing_since"])
+        row["last_success"] = _when(row["last_success"])
+    print_table(rows, ["id", "url", "events", "state", "waiting", "failing_since", "last_success", "disables_at",
+                       "disabled_reason", "description"])
 
 
 @webhooks_cli.command("reveal-secret")
@@ -119,10 +140,14 @@ def roll_secret(endpoint_id, actor):
 @click.argument("endpoint_id")
 @_actor
 def enable(endpoint_id, actor):
-    """Enable an endpoint (after a fix); its failure count starts afresh."""
+    """Enable an endpoint (after a fix); its failure count starts afresh. Prints how to recover what it missed."""
     with transaction() as conn:
-        webhooks.enable_endpoint(conn, _endpoint(conn, endpoint_id, actor)["id"])
+        found = _endpoint(conn, endpoint_id, actor)
+        webhooks.enable_endpoint(conn, found["id"])
     click.echo(f"{endpoint_id} enabled")
+    if not found["enabled"]:
+        click.echo(f"to send what it missed while disabled: "
+                   f"flask --app app webhooks recover {endpoint_id} --since {_when(found['disabled_at'])}")
 
 
 @webhooks_cli.command("disable")
@@ -218,6 +243,25 @@ def resend(event_id, endpoint_id, actor):
                                                      lease_until, str(uuid.uuid4())) for target in targets]
     if not _send_now(claimed):
         raise click.ClickException("not every endpoint accepted the event")
+
+
+@webhooks_cli.command("recover")
+@click.argument("endpoint_id")
+@click.option("--since", "since", required=True, help="ISO 8601 time, e.g. 2026-10-01T08:00:00Z (UTC if no offset).")
+@_actor
+def recover(endpoint_id, since, actor):
+    """Queue the events since then that the endpoint subscribes to and did not receive (failed, dropped, never made)."""
+    now = utcnow()
+    start = _since(since)
+    # Older events are gone or going (30-day retention); asking for more than that is not an error.
+    start = max(start, now - retry.RETENTION)
+    with transaction() as conn:
+        found = _endpoint(conn, endpoint_id, actor)
+        if not found["enabled"]:
+            raise click.ClickException(f"{endpoint_id} is disabled; enable it first")
+        # Events not rendered yet are left to the next pass, which fans them out to it as usual.
+        queued = webhook_deliveries.queue_missed(conn, found["id"], start, now)
+    click.echo(f"{endpoint_id}: {queued} missed events since {_when(start)} queued; the next delivery pass sends them")
 
 
 @webhooks_cli.command("attempts")

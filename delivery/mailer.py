@@ -1,4 +1,4 @@
-"""E-mail to an organization's admins and owners when an endpoint is disabled."""
+"""E-mail to an organization's admins and owners when an endpoint keeps failing, and when it is disabled."""
 import smtplib
 from email.message import EmailMessage
 
@@ -21,7 +21,28 @@ def disabled_message(endpoint, recipients, sender):
         f"Reason: {endpoint['disabled_reason']}\n\n"
         f"After fixing the receiver, re-enable it:\n"
         f"  flask --app app webhooks enable {endpoint_id}\n"
+        f"(it prints the `webhooks recover` command that sends what it missed)\n"
         f"and see its recent attempts with:\n"
+        f"  flask --app app webhooks attempts {endpoint_id}\n")
+    return message
+
+
+def failing_message(endpoint, disables_at, recipients, sender):
+    """The warning for an endpoint whose deliveries have failed for 24 hours: when the 3-day rule disables it."""
+    endpoint_id = format_id(PREFIXES["webhook_endpoint"], endpoint["id"])
+    message = EmailMessage()
+    message["Subject"] = f"Webhook endpoint {endpoint_id} is failing and will be disabled"
+    message["From"] = sender
+    message["To"] = ", ".join(recipients)
+    description = f" ({endpoint['description']})" if endpoint.get("description") else ""
+    message.set_content(
+        f"Deliveries to the webhook endpoint {endpoint_id}{description} of "
+        f"{endpoint['organization_name']} have failed since {endpoint['failing_since']:%Y-%m-%d %H:%M} UTC.\n"
+        f"If they keep failing, it will be disabled at the first failed delivery after "
+        f"{disables_at:%Y-%m-%d %H:%M} UTC, and its waiting deliveries will be dropped. "
+        f"One successful delivery ends the count.\n\n"
+        f"URL: {endpoint['url']}\n\n"
+        f"See its recent attempts with:\n"
         f"  flask --app app webhooks attempts {endpoint_id}\n")
     return message
 

@@ -19,6 +19,8 @@ MAX_ATTEMPTS = len(SCHEDULE)
 # failed delivery restarts the count.
 DISABLE_AFTER = timedelta(days=3)
 FAILURE_RUN_GAP = timedelta(days=1)
+# The admins are warned once a failure run has lasted this long (before the 3-day rule disables).
+WARN_AFTER = timedelta(hours=24)
 
 # Attempts (and finished events) are kept this long.
 RETENTION = timedelta(days=30)
@@ -36,6 +38,11 @@ def failure_run(failing_since, last_failure_at, failed_at):
     if failing_since is None or last_failure_at is None or failed_at - last_failure_at > FAILURE_RUN_GAP:
         return failed_at
     return failing_since
+
+
+def disables_at(failing_since):
+    """When a failure run started at `failing_since` disables the endpoint: at the first failure after this."""
+    return None if failing_since is None else failing_since + DISABLE_AFTER
 
 
 def should_disable(failing_since, failed_at):

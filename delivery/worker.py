@@ -137,7 +137,7 @@ class Dispatcher:
         return readable
 
     def housekeeping(self):
-        """Retention (30 days of attempts and finished events) and e-mails about disabled endpoints."""
+        """Retention (30 days of attempts and finished events) and e-mails about failing and disabled endpoints."""
         before = self.clock() - retry.RETENTION
         with self.conn:
             attempts = webhook_deliveries.delete_old_attempts(self.conn, before)
@@ -147,27 +147,40 @@ class Dispatcher:
         self.notify_disabled()
 
     def notify_disabled(self):
-        """E-mail the admins and owners of each organization whose endpoint the 3-day rule disabled."""
+        """E-mail the admins and owners about endpoints failing for 24 hours and endpoints the 3-day rule disabled."""
+        now = self.clock()
+        self._email("failing", "endpoint failing for 24 hours",
+                    lambda: webhook_deliveries.claim_unwarned(self.conn, now, retry.WARN_AFTER,
+                                                              retry.FAILURE_RUN_GAP),
+                    lambda endpoint, recipients: mailer.failing_message(
+                        endpoint, retry.disables_at(endpoint["failing_since"]), recipients, self.settings.smtp_from),
+                    webhook_deliveries.mark_warned)
+        self._email("disabled", "endpoint disabled", lambda: webhook_deliveries.claim_unnotified(self.conn),
+                    lambda endpoint, recipients: mailer.disabled_message(endpoint, recipients,
+                                                                         self.settings.smtp_from),
+                    webhook_deliveries.mark_notified)
+
+    def _email(self, kind, what, claim, message, mark):
+        """Send one e-mail per claimed endpoint and mark it; without SMTP, log and leave it for later."""
         if not self.settings.smtp_host:
             with self.conn:
-                for endpoint in webhook_deliveries.claim_unnotified(self.conn):
-                    log.warning("endpoint disabled but SHIPTRACK_SMTP_HOST is not set; admins not e-mailed "
-                                "endpoint_id=%s", format_id(PREFIXES["webhook_endpoint"], endpoint["id"]))
+                for endpoint in claim():
+                    log.warning("%s but SHIPTRACK_SMTP_HOST is not set; admins not e-mailed endpoint_id=%s",
+                                what, format_id(PREFIXES["webhook_endpoint"], endpoint["id"]))
             return
         with self.conn:
-            for endpoint in webhook_deliveries.claim_unnotified(self.conn):
+            for endpoint in claim():
                 recipients = webhooks.admin_emails(self.conn, endpoint["organization_id"])
                 if recipients:
-                    message = mailer.disabled_message(endpoint, recipients, self.settings.smtp_from)
                     try:
-                        mailer.send(self.settings.smtp_host, self.settings.smtp_port, message)
+                        mailer.send(self.settings.smtp_host, self.settings.smtp_port, message(endpoint, recipients))
                     except OSError as error:  # smtplib errors are OSErrors; try again next pass
-                        log.error("disabled-endpoint e-mail failed endpoint_id=%s error=%r",
-                                  format_id(PREFIXES["webhook_endpoint"], endpoint["id"]), error)
+                        log.error("%s-endpoint e-mail failed endpoint_id=%s error=%r",
+                                  kind, format_id(PREFIXES["webhook_endpoint"], endpoint["id"]), error)
                         continue
-                webhook_deliveries.mark_notified(self.conn, endpoint["id"], self.clock())
-                log.info("admins e-mailed endpoint_id=%s recipients=%s",
-                         format_id(PREFIXES["webhook_endpoint"], endpoint["id"]), len(recipients))
+                mark(self.conn, endpoint["id"], self.clock())
+                log.info("admins e-mailed (%s) endpoint_id=%s recipients=%s",
+                         what, format_id(PREFIXES["webhook_endpoint"], endpoint["id"]), len(recipients))
 
     def step(self, claiming=True):
         """One turn of the loop; returns how much work it did."""

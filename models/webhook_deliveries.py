@@ -137,11 +137,14 @@ def insert_attempts(conn, rows):
 
 
 def update_endpoint_health(conn, endpoint_id, failing_since, last_failure_at):
-    """Store an endpoint's failure run."""
+    """Store an endpoint's failure run (a run that ended or started afresh may be warned about again)."""
     with conn.cursor() as cur:
         # update_endpoint_health
         cur.execute("""
-            UPDATE webhook_endpoints SET failing_since = %(failing_since)s, last_failure_at = %(last_failure_at)s
+            UPDATE webhook_endpoints
+               SET failing_since = %(failing_since)s, last_failure_at = %(last_failure_at)s,
+                   failure_warned_at = CASE WHEN failing_since IS NOT DISTINCT FROM %(failing_since)s
+                                            THEN failure_warned_at END
              WHERE id = %(id)s""", {"id": endpoint_id, "failing_since": failing_since,
                                     "last_failure_at": last_failure_at})
 
@@ -152,7 +155,7 @@ def end_failure_runs(conn, endpoint_ids):
         with conn.cursor() as cur:
             # end_failure_runs
             cur.execute("""
-                UPDATE webhook_endpoints SET failing_since = NULL
+                UPDATE webhook_endpoints SET failing_since = NULL, failure_warned_at = NULL
                  WHERE id = ANY (%(ids)s) AND failing_since IS NOT NULL""", {"ids": list(endpoint_ids)})
 
 
@@ -176,6 +179,51 @@ def mark_notified(conn, endpoint_id, at):
         # mark_notified
         cur.execute("UPDATE webhook_endpoints SET disabled_notified_at = %(at)s WHERE id = %(id)s",
                     {"id": endpoint_id, "at": at})
+
+
+def claim_unwarned(conn, now, warn_after, gap):
+    """Lock enabled endpoints failing for `warn_after` (a failure within `gap`) whose admins were not warned."""
+    with conn.cursor() as cur:
+        # claim_unwarned: the warning before the 3-day rule, an outbox like claim_unnotified.
+        cur.execute("""
+            SELECT e.id, e.organization_id, e.url, e.description, e.failing_since, e.last_failure_at,
+                   o.name AS organization_name, o.slug AS organization_slug
+              FROM webhook_endpoints e JOIN organizations o ON o.id = e.organization_id
+             WHERE e.enabled AND e.failure_warned_at IS NULL
+               AND e.last_failure_at - e.failing_since >= %(warn_after)s
+               AND e.last_failure_at > %(now)s - %(gap)s
+             ORDER BY e.id
+               FOR UPDATE OF e SKIP LOCKED""", {"now": now, "warn_after": warn_after, "gap": gap})
+        return cur.fetchall()
+
+
+def mark_warned(conn, endpoint_id, at):
+    """Record that the admins were warned about the endpoint's current failure run."""
+    with conn.cursor() as cur:
+        # mark_warned
+        cur.execute("UPDATE webhook_endpoints SET failure_warned_at = %(at)s WHERE id = %(id)s",
+                    {"id": endpoint_id, "at": at})
+
+
+def queue_missed(conn, endpoint_id, since, now):
+    """Queue every rendered event since `since` the endpoint subscribes to and did not get; returns how many."""
+    with conn.cursor() as cur:
+        # queue_missed: `webhooks recover`.  Missed = no delivery (the endpoint was disabled when it
+        # was fanned out) or one that ended failed or dropped; pending and succeeded ones are left alone.
+        cur.execute("""
+            INSERT INTO webhook_deliveries AS d (event_id, endpoint_id, reason, next_attempt_at)
+            SELECT ev.id, e.id, 'resend', %(now)s
+              FROM webhook_endpoints e
+              JOIN events ev ON ev.organization_id = e.organization_id AND ev.type = ANY (e.event_types)
+                            AND ev.created_at >= e.created_at
+             WHERE e.id = %(id)s AND ev.state = 'rendered' AND ev.created_at >= %(since)s
+             ORDER BY ev.id
+            ON CONFLICT (event_id, endpoint_id) DO UPDATE
+               SET reason = EXCLUDED.reason, state = 'pending', attempt_count = 0,
+                   max_attempts = EXCLUDED.max_attempts, next_attempt_at = EXCLUDED.next_attempt_at,
+                   lease_token = NULL, last_status_code = NULL, last_error = NULL, finished_at = NULL
+             WHERE d.state IN ('failed', 'dropped')""", {"id": endpoint_id, "since": since, "now": now})
+        return cur.rowcount
 
 
 def delete_old_attempts(conn, before, limit=10000):

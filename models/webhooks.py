@@ -9,7 +9,7 @@ CHECK_RESULT_KEYS = ("check_type", "key", "status")
 
 _COLUMNS = """e.id, e.organization_id, e.url, e.description, e.event_types, e.secret, e.enabled,
               e.disabled_at, e.disabled_reason, e.disabled_notified_at, e.failing_since,
-              e.last_failure_at, e.created_at, e.updated_at"""
+              e.last_failure_at, e.failure_warned_at, e.created_at, e.updated_at"""
 
 
 class EndpointLimitReached(Exception):
@@ -35,13 +35,17 @@ def create_endpoint(conn, organization_id, url, event_types, description, secret
 
 
 def list_endpoints(conn, organization_id):
-    """An organization's endpoints, oldest first, with their waiting deliveries."""
+    """An organization's endpoints, oldest first, with their waiting deliveries and latest success."""
     with conn.cursor() as cur:
-        # list_endpoints: the settings page.
+        # list_endpoints: the settings page.  last_success walks the attempt log newest first
+        # (webhook_attempts_endpoint_idx), so it sees the 30 days retention keeps; tests never count.
         cur.execute(f"""
             SELECT {_COLUMNS},
                    (SELECT count(*) FROM webhook_deliveries d
-                     WHERE d.endpoint_id = e.id AND d.state = 'pending') AS waiting
+                     WHERE d.endpoint_id = e.id AND d.state = 'pending') AS waiting,
+                   (SELECT a.attempted_at FROM webhook_attempts a
+                     WHERE a.endpoint_id = e.id AND a.succeeded AND a.reason <> 'test'
+                     ORDER BY a.id DESC LIMIT 1) AS last_success
               FROM webhook_endpoints e
              WHERE e.organization_id = %(organization_id)s
              ORDER BY e.id""", {"organization_id": organization_id})
@@ -71,7 +75,7 @@ def enable_endpoint(conn, endpoint_id):
         cur.execute("""
             UPDATE webhook_endpoints
                SET enabled = true, disabled_at = NULL, disabled_reason = NULL, disabled_notified_at = NULL,
-                   failing_since = NULL, last_failure_at = NULL, updated_at = now()
+                   failing_since = NULL, last_failure_at = NULL, failure_warned_at = NULL, updated_at = now()
              WHERE id = %(id)s""", {"id": endpoint_id})
 
 

@@ -1,4 +1,7 @@
-"""Disabling after more than 3 days of failures, its counting rules, and the e-mail to the admins."""
+"""Disabling after more than 3 days of failures, its counting rules, and the e-mails to the admins."""
+import email
+import email.policy
+import logging
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -59,7 +62,8 @@ def test_disabled_after_more_than_three_days_and_admins_emailed(world, smtp_serv
     for hours in (0, 20, 44, 68):
         event_at(world, hours)
     drive(world, 75.5)
-    assert endpoint(world)["enabled"] and smtp_server["messages"] == []
+    assert endpoint(world)["enabled"] and [_subject(m) for m in smtp_server["messages"]] == [
+        f"Webhook endpoint whe_{world['endpoint']['id']} is failing and will be disabled"]
     drive(world, 76)  # the 68 h event's fifth attempt fails at 75 h 36 min: 3 days and 36 min of failures
     found = endpoint(world)
     assert not found["enabled"]
@@ -68,14 +72,14 @@ def test_disabled_after_more_than_three_days_and_admins_emailed(world, smtp_serv
     with world["conn"].cursor() as cur:
         cur.execute("SELECT state, count(*) FROM webhook_deliveries GROUP BY state ORDER BY state")
         assert {r["state"]: r["count"] for r in cur.fetchall()} == {"dropped": 1, "failed": 3}
-    (message,) = smtp_server["messages"]
+    (_warning, message) = smtp_server["messages"]
     assert sorted(message["to"]) == ["admin@acme.example", "owner@acme.example"]
     assert f"whe_{found['id']}" in message["content"] and found["url"] in message["content"]
     assert "Subject: Webhook endpoint whe_" in message["content"]
 
     drive(world, 200)
     run_pass(world["settings"], world["clock"])
-    assert len(smtp_server["messages"]) == 1, "the admins are told once"
+    assert len(smtp_server["messages"]) == 2, "the admins are told once"
 
 
 def test_nothing_is_sent_to_a_disabled_endpoint_until_enabled(world, receiver):
@@ -115,3 +119,70 @@ def test_a_day_without_failures_restarts_the_count(world):
     drive(world, 123)
     assert endpoint(world)["enabled"]
     assert endpoint(world)["failing_since"] == world["start"] + timedelta(hours=52)
+
+
+def _subject(message):
+    return email.message_from_string(message["content"], policy=email.policy.default)["Subject"]
+
+
+def _warning(world, failing_since):
+    """The exact text of the 24-hour warning for a failure run started at `failing_since`."""
+    endpoint_id, url = f"whe_{world['endpoint']['id']}", world["endpoint"]["url"]
+    return (f"Deliveries to the webhook endpoint {endpoint_id} of Acme have failed since "
+            f"{failing_since:%Y-%m-%d %H:%M} UTC.\n"
+            f"If they keep failing, it will be disabled at the first failed delivery after "
+            f"{failing_since + timedelta(days=3):%Y-%m-%d %H:%M} UTC, and its waiting deliveries will be dropped. "
+            f"One successful delivery ends the count.\n\n"
+            f"URL: {url}\n\n"
+            f"See its recent attempts with:\n"
+            f"  flask --app app webhooks attempts {endpoint_id}\n")
+
+
+def _bodies(smtp_server):
+    parsed = [email.message_from_string(m["content"], policy=email.policy.default) for m in smtp_server["messages"]]
+    return [(m["Subject"], m.get_content().replace("\r\n", "\n")) for m in parsed]
+
+
+def test_warned_once_after_24_hours_and_again_in_a_new_run(world, smtp_server, receiver):
+    event_at(world, 0)         # retries fail until 27 h 36 min
+    event_at(world, 20)        # retries fail until 47 h 36 min
+    drive(world, 27.5)
+    assert smtp_server["messages"] == [], "23 h 36 min of failures so far"
+    drive(world, 27.7)
+    subject = f"Webhook endpoint whe_{world['endpoint']['id']} is failing and will be disabled"
+    assert _bodies(smtp_server) == [(subject, _warning(world, world["start"]))]
+    assert sorted(smtp_server["messages"][0]["to"]) == ["admin@acme.example", "owner@acme.example"]
+    drive(world, 48)
+    assert len(smtp_server["messages"]) == 1, "once per failure run"
+
+    receiver.force_status = None
+    event_at(world, 50)        # a success ends the run
+    assert endpoint(world)["failure_warned_at"] is None
+    receiver.force_status = 500
+    event_at(world, 51)
+    event_at(world, 71)
+    drive(world, 78.5)
+    assert len(smtp_server["messages"]) == 1
+    drive(world, 79)           # the 51 h event fails again at 78 h 36 min
+    assert _bodies(smtp_server)[1] == (subject, _warning(world, world["start"] + timedelta(hours=51)))
+    assert endpoint(world)["enabled"]
+
+
+def test_a_day_without_failures_warns_again(world, smtp_server):
+    event_at(world, 0)
+    drive(world, 28)
+    assert len(smtp_server["messages"]) == 1
+    event_at(world, 52)        # more than a day after the last failure: a new run
+    drive(world, 80)
+    assert [body for _s, body in _bodies(smtp_server)] == [
+        _warning(world, world["start"]), _warning(world, world["start"] + timedelta(hours=52))]
+
+
+def test_warning_logged_without_smtp(world, smtp_server, caplog):
+    world["settings"].smtp_host = None
+    event_at(world, 0)
+    with caplog.at_level(logging.WARNING, logger="delivery"):
+        drive(world, 28)
+    assert smtp_server["messages"] == [] and endpoint(world)["failure_warned_at"] is None
+    assert (f"endpoint failing for 24 hours but SHIPTRACK_SMTP_HOST is not set; admins not e-mailed "
+            f"endpoint_id=whe_{world['endpoint']['id']}") in caplog.messages

@@ -1,5 +1,6 @@
 """`flask webhooks ...`: the settings commands, their rules, test events and resends."""
 import re
+from datetime import datetime, timedelta, timezone
 
 import pytest
 import standardwebhooks
@@ -61,7 +62,8 @@ def test_only_admins_and_owners(cli, org, receiver):
     assert code == 1 and "member@acme.example is a member of acme" in output
     endpoint_id, _secret = _add(cli, url)
     for command in (["reveal-secret", endpoint_id], ["roll-secret", endpoint_id], ["disable", endpoint_id],
-                    ["remove", endpoint_id], ["test", endpoint_id], ["attempts", endpoint_id]):
+                    ["remove", endpoint_id], ["test", endpoint_id], ["attempts", endpoint_id],
+                    ["recover", endpoint_id, "--since", "2026-10-01T00:00:00Z"]):
         code, output = cli(*command, "--as", "member@acme.example")
         assert code == 1 and "needs one of: admin, owner" in output, command
     code, output = cli("list", "--org", "acme", "--as", "stranger@elsewhere.example")
@@ -214,8 +216,83 @@ def test_disable_drops_waiting_and_enable_restores(cli, org, conn, receiver, set
     run_pass(settings)
     assert receiver.requests == []
     assert "disabled" in cli("list", "--org", "acme")[1]
-    assert cli("enable", endpoint_id) == (0, "whe_1 enabled\n")
+    with conn.cursor() as cur:
+        cur.execute("SELECT disabled_at FROM webhook_endpoints WHERE id = 1")
+        disabled_at = cur.fetchone()["disabled_at"]
+    assert cli("enable", endpoint_id) == (0, "whe_1 enabled\nto send what it missed while disabled: flask --app app "
+                                             f"webhooks recover whe_1 --since {disabled_at:%Y-%m-%dT%H:%M:%SZ}\n")
+    assert cli("enable", endpoint_id) == (0, "whe_1 enabled\n"), "no hint for an endpoint that was enabled"
     with conn.cursor() as cur:
         cur.execute("UPDATE shipments SET status = 'arrived' WHERE id = %s", (sid,))
     run_pass(settings)
     assert [b["data"]["previous_attributes"] for b in event_bodies(receiver)] == [{"status": "in_transit"}]
+
+
+def _z(value):
+    return f"{value:%Y-%m-%dT%H:%M:%SZ}"
+
+
+def test_list_shows_health(cli, org, conn, receiver, settings):
+    _add(cli, receiver.url("/ok", host="127.0.0.1"), "shipment.status_changed", "--description", "ERP")
+    with conn.cursor() as cur:
+        cur.execute("UPDATE shipments SET status = 'in_transit' WHERE id = %s", (make_shipment(conn, org),))
+    run_pass(settings)
+    with conn.cursor() as cur:
+        cur.execute("UPDATE webhook_attempts SET attempted_at = '2026-09-30T07:00:00Z'")
+        cur.execute("UPDATE webhook_endpoints SET failing_since = '2026-10-01T08:00:00Z', "
+                    "last_failure_at = '2026-10-01T09:00:00Z'")
+    code, output = cli("list", "--org", "acme")
+    header, row = output.splitlines()
+    assert code == 0 and header.split() == ["id", "url", "events", "state", "waiting", "failing_since", "last_success",
+                                            "disables_at", "disabled_reason", "description"]
+    assert row.split() == ["whe_1", receiver.url("/ok", host="127.0.0.1"), "shipment.status_changed", "enabled", "0",
+                           "2026-10-01T08:00:00Z", "2026-09-30T07:00:00Z", "2026-10-04T08:00:00Z", "ERP"]
+    cli("disable", "whe_1")
+    assert cli("list", "--org", "acme")[1].splitlines()[1].split()[3:8] == [
+        "disabled", "0", "2026-10-01T08:00:00Z", "2026-09-30T07:00:00Z", "disabled"], "no disables_at when disabled"
+
+
+def test_recover_queues_what_was_missed_once(cli, org, conn, receiver, settings):
+    endpoint_id, _ = _add(cli, receiver.url("/ok", host="127.0.0.1"), "shipment.status_changed")
+    sid = make_shipment(conn, org)
+
+    def change(sql):
+        with conn.cursor() as cur:
+            cur.execute(f"UPDATE shipments SET {sql} WHERE id = %s", (sid,))
+        run_pass(settings)
+
+    change("status = 'in_transit'")                     # msg_1: received
+    receiver.force_status = 500
+    change("status = 'arrived'")                        # msg_2: abandoned after its attempts
+    with conn.cursor() as cur:
+        cur.execute("UPDATE webhook_deliveries SET state = 'failed', next_attempt_at = NULL WHERE event_id = 2")
+    change("status = 'in_warehouse'")                   # msg_3: waiting, then dropped by disabling
+    assert cli("disable", endpoint_id) == (0, "whe_1 disabled; 1 waiting deliveries dropped\n")
+    change("status = 'validated'")                      # msg_4: never fanned out to a disabled endpoint
+    change("eta = '2030-01-01T00:00:00Z'")              # msg_5: a type it does not subscribe to
+    assert cli("recover", endpoint_id, "--since", "2026-10-01T00:00:00Z") == (
+        1, "Error: whe_1 is disabled; enable it first\n")
+    assert cli("enable", endpoint_id)[0] == 0
+    receiver.force_status, before = None, len(receiver.requests)
+
+    base = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(days=2)
+    with conn.cursor() as cur:
+        cur.execute("UPDATE webhook_endpoints SET created_at = %s", (base,))
+        cur.execute("UPDATE events SET created_at = %s + id * interval '1 hour'", (base,))
+    since = base + timedelta(hours=3, minutes=30)
+    assert cli("recover", endpoint_id, "--since", _z(since)) == (
+        0, f"whe_1: 1 missed events since {_z(since)} queued; the next delivery pass sends them\n")
+    since = base + timedelta(hours=1, minutes=30)
+    assert cli("recover", endpoint_id, "--since", _z(since), "--as", "admin@acme.example") == (
+        0, f"whe_1: 2 missed events since {_z(since)} queued; the next delivery pass sends them\n")
+    assert cli("recover", endpoint_id, "--since", _z(since))[1].startswith("whe_1: 0 missed events"), \
+        "an event already waiting is not queued twice"
+    run_pass(settings)
+    delivered = receiver.requests[before:]
+    assert sorted(r["headers"]["webhook-id"] for r in delivered) == ["msg_2", "msg_3", "msg_4"]
+    assert [b["data"]["previous_attributes"] for b in sorted(event_bodies(receiver)[before:], key=lambda b: b["id"])] \
+        == [{"status": "in_transit"}, {"status": "arrived"}, {"status": "in_warehouse"}]
+    code, output = cli("recover", endpoint_id, "--since", "2000-01-01T00:00:00Z")
+    oldest = _z(datetime.now(timezone.utc) - timedelta(days=30))[:10]
+    assert code == 0 and output.startswith(f"whe_1: 0 missed events since {oldest}"), "received ones are not sent"
+    assert cli("recover", endpoint_id, "--since", "yesterday")[0] == 2
