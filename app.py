@@ -2,8 +2,8 @@
 from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from api import (alerts, checks, docs_page, documents, free_time, guard, openapi, organization, packing_lists,
-                 shipments, timeline)
+from api import (alerts, checks, conditional, docs_page, documents, free_time, guard, openapi, organization,
+                 packing_lists, shipments, timeline)
 from api.context import release_conn
 from api.errors import register_error_handlers
 from api.middleware import JsonSuffix
@@ -27,6 +27,8 @@ def create_app(config=None):
     app.before_request(guard.guard_request)
     app.after_request(guard.add_version_header)
     app.after_request(guard.add_rate_limit_headers)
+    # Registered last, so it runs first: a 304 gives its count back before the RateLimit headers are written.
+    app.after_request(conditional.answer_conditionally)
     app.teardown_request(release_conn)
     register_error_handlers(app)
     register_commands(app)

@@ -91,6 +91,10 @@ def path_parameters(rule):
 RATE_LIMIT_HEADERS = {"RateLimit-Policy": "RateLimitPolicy", "RateLimit": "RateLimit"}
 
 
+NOT_MODIFIED = ("Not Modified: `If-None-Match` names the current `ETag` (weak comparison; `*` matches). No body; "
+                "not counted against the rate limits, so `RateLimit` shows the state without this request.")
+
+
 def _error(description):
     return {"description": description, "content": {"application/json": {"schema": "Error"}},
             "headers": dict(RATE_LIMIT_HEADERS)}
@@ -100,7 +104,8 @@ def operation(doc, rule):
     """The OpenAPI operation object of a documented GET view registered at `rule`."""
     success = {"description": doc.response_description,
                "content": {media_type: {"schema": doc.response} for media_type in doc.media_types},
-               "headers": {**RATE_LIMIT_HEADERS, **doc.headers}}
+               "headers": {"ETag": "ETag", **RATE_LIMIT_HEADERS, **doc.headers}}
+    not_modified = {"description": NOT_MODIFIED, "headers": {"ETag": "ETag", **RATE_LIMIT_HEADERS}}
     parameters = path_parameters(rule)
     if doc.query is not None:
         parameters.append({"in": "query", "schema": doc.query})
@@ -113,9 +118,11 @@ def operation(doc, rule):
         security, errors = [{"bearer": []}], {**ERROR_RESPONSES, **doc.errors}
         parameters.insert(0, "ServiceVersion")
         success["headers"] = {"Service-Version": "ServiceVersion", **success["headers"]}
+        not_modified["headers"] = {"Service-Version": "ServiceVersion", **not_modified["headers"]}
+    parameters.append("IfNoneMatch")
     result = {"operationId": doc.operation_id, "summary": doc.summary, "description": doc.description,
               "security": security}
-    if parameters:
-        result["parameters"] = parameters
-    result["responses"] = {"200": success, **{code: _error(text) for code, text in sorted(errors.items())}}
+    result["parameters"] = parameters
+    result["responses"] = {"200": success, "304": not_modified,
+                           **{code: _error(text) for code, text in sorted(errors.items())}}
     return result

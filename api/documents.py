@@ -8,6 +8,7 @@ from urllib.parse import quote
 from flask import Blueprint, current_app, send_file
 
 from api.apidoc import get_route
+from api.conditional import row_etag
 from api.context import get_conn, principal
 from api.render import listing, missing, path_id, resource
 from api.schemas.common import list_schema
@@ -105,9 +106,13 @@ def download_document_file(document_id):
     file, size = stored
     media_type = served_media_type(found["content_type"])
     # The open file is wrapped, not read: the WSGI server streams it in chunks (wsgi.file_wrapper
-    # when it has one). No Range or ETag handling: the view has one success status, 200.
+    # when it has one). No Range handling; If-None-Match is answered by api/conditional.py.
     response = send_file(file, mimetype="application/octet-stream", as_attachment=True, download_name="file",
                          conditional=False, etag=False, last_modified=None, max_age=None)
+    # From the row, so the file is never read to hash it: the writer sets a new updated_at (and usually a
+    # new storage key) when the file changes; the name and type are in the headers a 200 sends.
+    response.set_etag(row_etag(found["id"], found["updated_at"].isoformat(), found["byte_size"],
+                               found["storage_key"], found["content_type"], found["filename"]))
     response.content_length = size
     # Set after send_file, which would add a charset of its own to text types.
     response.headers["Content-Type"] = media_type

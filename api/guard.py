@@ -23,6 +23,7 @@ def guard_request():
     """Authenticate, count the request, and resolve the version; raises ApiError subclasses."""
     g.version = None
     g.rate_limit = None
+    g.rate_limit_counted = None
     token = bearer_token()
     principal = None
     if token is not None and tokens.TOKEN_PATTERN.fullmatch(token):
@@ -55,9 +56,9 @@ def enforce_rate_limits(principal, failed_authentication=False):
     # (policy, quota, requests left, seconds until reset) of each bucket; left is negative past the quota.
     states = [(policy, limits[policy], limits[policy] - counts[bucket][0], counts[bucket][1])
               for bucket, policy in policies.items()]
-    # Fewest left first, so a 429 shows a limit it passed; on a tie the later reset (t never before Retry-After).
-    policy, quota, left, resets_in = min(states, key=lambda state: (state[2], -state[3]))
-    g.rate_limit = (policy, quota, max(0, left), resets_in)
+    g.rate_limit = closest_limit(states)
+    # What give_back_count needs to take this request back from the window it was counted in.
+    g.rate_limit_counted = (policies, next(iter(counts.values()))[2])
     exceeded = [reset for _policy, _quota, requests_left, reset in states if requests_left < 0]
     if not exceeded:
         return
@@ -67,6 +68,32 @@ def enforce_rate_limits(principal, failed_authentication=False):
                           retry_after=retry_after)
     raise RateLimited("Too many requests. Wait for the number of seconds in Retry-After, then retry.",
                       retry_after=retry_after)
+
+
+def closest_limit(states):
+    """(policy, quota, remaining, resets_in) of the limit closest to running out, remaining never below 0."""
+    # Fewest left first, so a 429 shows a limit it passed; on a tie the later reset (t never before Retry-After).
+    policy, quota, left, resets_in = min(states, key=lambda state: (state[2], -state[3]))
+    return policy, quota, max(0, left), resets_in
+
+
+def give_back_count():
+    """Uncount this request (answered 304 Not Modified), so RateLimit shows the state without it.
+
+    The count is taken before the view runs and cannot know the answer (the ETag hashes the body the
+    view builds), so a 304 pays a second statement that takes the hit back from the same window.
+    """
+    counted = g.pop("rate_limit_counted", None)
+    if counted is None:
+        return
+    policies, window_start = counted
+    limits = current_app.config["RATE_LIMITS"]
+    counts = rate_limits.uncount_request(get_conn(), policies, window_start, limits["window_seconds"])
+    if set(counts) != set(policies):
+        # The window was pruned meanwhile (a request outliving two windows): nothing left to give back.
+        return
+    g.rate_limit = closest_limit([(policy, limits[policy], limits[policy] - counts[bucket][0], counts[bucket][1])
+                                  for bucket, policy in policies.items()])
 
 
 def add_rate_limit_headers(response):

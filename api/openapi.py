@@ -92,6 +92,16 @@ def _new_spec():
         "name": "Service-Version", "required": False,
         "schema": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$", "enum": list(versions.PUBLISHED)},
         "description": "Version for this request only; defaults to the organization's pin."})
+    spec.components.parameter("IfNoneMatch", "header", {
+        "name": "If-None-Match", "required": False, "schema": {"type": "string"},
+        "description": "ETags of representations the client holds (RFC 9110: a comma-separated list, `W/` "
+                       "prefixes allowed and compared weakly, or `*`): when one is the current `ETag`, the "
+                       "answer is `304 Not Modified` without a body and is not counted against the rate limits."})
+    spec.components.header("ETag", {
+        "schema": {"type": "string"},
+        "description": "Strong validator of this response: a hash of the exact bytes sent and of the version "
+                       "that shaped them (for a file, of the document's row: id, update time, size, storage "
+                       "key, type and name). Send it back in `If-None-Match`."})
     spec.components.header("ServiceVersion", {"schema": {"type": "string"},
                                               "description": "The version the response was built for."})
     # draft-ietf-httpapi-ratelimit-headers-11; both describe the limit closest to running out (api/guard.py).

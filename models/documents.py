@@ -50,7 +50,7 @@ SELECT d.id AS document_id, d.type,
 
 # get_document_file: where the file of one current, downloadable document is stored.
 FILE_SQL = """
-SELECT d.id, d.filename, d.content_type, d.storage_key
+SELECT d.id, d.filename, d.content_type, d.storage_key, d.byte_size, d.updated_at
   FROM documents d
   JOIN shipments s ON s.id = d.shipment_id
  WHERE d.id = %(document_id)s AND d.organization_id = %(organization_id)s
@@ -92,5 +92,5 @@ def get_document_data(conn, organization_id, document_id):
 
 
 def get_document_file(conn, organization_id, document_id):
-    """Filename, content type and storage key of a downloadable current document, or None."""
+    """Filename, content type, storage key and validator columns of a downloadable current document, or None."""
     return _one(conn, FILE_SQL, organization_id, document_id)

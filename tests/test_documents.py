@@ -222,12 +222,12 @@ def test_openapi_describes_the_read_endpoints(client):
         assert operation["operationId"] == operation_id
         assert operation["responses"]["200"]["content"]["application/json"]["schema"] == {
             "$ref": f"#/components/schemas/{component}"}
-        assert set(operation["responses"]) == {"200", "400", "401", "404", "429"}
+        assert set(operation["responses"]) == {"200", "304", "400", "401", "404", "429"}
     download = document["paths"]["/documents/{document_id}/file"]["get"]
     assert download["operationId"] == "download_document_file"
     assert list(download["responses"]["200"]["content"]) == list(FILE_MEDIA_TYPES)
-    assert set(download["responses"]["200"]["headers"]) == {"Service-Version", "RateLimit-Policy", "RateLimit",
-                                                            "Content-Disposition", "Content-Length"}
+    assert set(download["responses"]["200"]["headers"]) == {"Service-Version", "ETag", "RateLimit-Policy",
+                                                            "RateLimit", "Content-Disposition", "Content-Length"}
     parameters = {p["name"]: p for p in document["paths"]["/alerts"]["get"]["parameters"] if "name" in p}
     assert set(parameters) == {"shipment", "limit", "starting_after"}
     parameters = {p["name"]: p for p in document["paths"]["/checks"]["get"]["parameters"] if "name" in p}
