@@ -53,9 +53,7 @@ def enforce_rate_limits(principal, failed_authentication=False):
         # so a valid token from the same address is never held up by someone else's bad ones.
         policies = {f"anonymous:{address}": "anonymous_per_ip"}
     counts = rate_limits.count_request(get_conn(), policies, limits["window_seconds"])
-    # (policy, quota, requests left, seconds until reset) of each bucket; left is negative past the quota.
-    states = [(policy, limits[policy], limits[policy] - counts[bucket][0], counts[bucket][1])
-              for bucket, policy in policies.items()]
+    states = limit_states(policies, counts, limits)
     g.rate_limit = closest_limit(states)
     # What give_back_count needs to take this request back from the window it was counted in.
     g.rate_limit_counted = (policies, next(iter(counts.values()))[2])
@@ -68,6 +66,12 @@ def enforce_rate_limits(principal, failed_authentication=False):
                           retry_after=retry_after)
     raise RateLimited("Too many requests. Wait for the number of seconds in Retry-After, then retry.",
                       retry_after=retry_after)
+
+
+def limit_states(policies, counts, limits):
+    """(policy, quota, requests left, seconds until reset) of each bucket; left is negative past the quota."""
+    return [(policy, limits[policy], limits[policy] - counts[bucket][0], counts[bucket][1])
+            for bucket, policy in policies.items()]
 
 
 def closest_limit(states):
@@ -92,8 +96,7 @@ def give_back_count():
     if set(counts) != set(policies):
         # The window was pruned meanwhile (a request outliving two windows): nothing left to give back.
         return
-    g.rate_limit = closest_limit([(policy, limits[policy], limits[policy] - counts[bucket][0], counts[bucket][1])
-                                  for bucket, policy in policies.items()])
+    g.rate_limit = closest_limit(limit_states(policies, counts, limits))
 
 
 def add_rate_limit_headers(response):
