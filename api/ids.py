@@ -15,6 +15,11 @@ _NUMBER = "[1-9][0-9]{0,17}"
 _ID = re.compile(f"([a-z]{{3}})_({_NUMBER})", re.ASCII)
 
 
+# A position in GET /changes: `<transaction>.<shipment number>`, both without leading zeros
+# (xid8 and bigint); "0.0" is the start.
+CHANGE_CURSOR_PATTERN = r"^(0|[1-9][0-9]{0,19})\.(0|[1-9][0-9]{0,18})$"
+
+
 def format_id(prefix, number):
     """`shp`, 42 -> 'shp_42'; None stays None."""
     return None if number is None else f"{prefix}_{number}"

@@ -9,7 +9,7 @@ from flask import request
 from marshmallow import EXCLUDE, Schema, ValidationError, fields
 
 from api.errors import InvalidParameter
-from api.ids import id_pattern, parse_id
+from api.ids import CHANGE_CURSOR_PATTERN, id_pattern, parse_id
 
 _DIGITS = re.compile(r"[0-9]{1,3}", re.ASCII)
 # Only real calendar days of years 0001 to 9999 (29 February in leap years), hours 00-23, minutes
@@ -48,10 +48,10 @@ def parameter_attributes(converter, field, **kwargs):
 class Limit(fields.Integer):
     """Page size: decimal digits only, 1 to 100."""
 
-    def __init__(self, **kwargs):
-        kwargs.setdefault("load_default", 25)
+    def __init__(self, default=25, **kwargs):
+        kwargs.setdefault("load_default", default)
         kwargs.setdefault("metadata", {"description": "Page size, 1 to 100 (decimal digits only).",
-                                       "minimum": 1, "maximum": 100, "default": 25})
+                                       "minimum": 1, "maximum": 100, "default": default})
         super().__init__(**kwargs)
 
     def _deserialize(self, value, attr, data, **kwargs):
@@ -74,6 +74,29 @@ class PrefixedId(fields.String):
         if number is None:
             raise ValidationError(f"{attr} must be an id of the form {self.prefix}_<positive integer>.")
         return number
+
+
+class ChangeCursor(fields.String):
+    """A position in GET /changes: `<transaction>.<shipment number>` as a previous page gave it."""
+
+    PATTERN = CHANGE_CURSOR_PATTERN
+    START = (0, 0)
+
+    def __init__(self, description, **kwargs):
+        metadata = {"description": description + " Empty means omitted.", "pattern": self.PATTERN,
+                    "maxLength": 40, "parameter": OPTIONAL}
+        super().__init__(metadata=metadata, **kwargs)
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        match = re.fullmatch(self.PATTERN, value, re.ASCII)
+        if match is None or int(match.group(1)) >= 2 ** 64 or int(match.group(2)) >= 2 ** 63:
+            raise ValidationError(f"{attr} must be a cursor as `next_since` gave it, such as 0.0.")
+        return int(match.group(1)), int(match.group(2))
+
+    @staticmethod
+    def format(position):
+        """The text of a (transaction, shipment number) position."""
+        return "{}.{}".format(*position)
 
 
 class CommaSeparated(fields.String):

@@ -2,6 +2,7 @@
 import logging
 import os
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg2
@@ -129,6 +130,24 @@ def close_pool():
         if _pool is not None and _pool_pid == os.getpid():
             _pool.closeall()
         _pool = None
+
+
+@contextmanager
+def one_snapshot(conn):
+    """Run the block's statements on one snapshot (a REPEATABLE READ transaction of its own).
+
+    What the caller did before is committed first; psycopg2 starts the block's transaction with
+    BEGIN ISOLATION LEVEL REPEATABLE READ, so the level costs no statement of its own.
+    """
+    conn.commit()
+    conn.isolation_level = psycopg2.extensions.ISOLATION_LEVEL_REPEATABLE_READ
+    try:
+        yield
+        conn.commit()
+    finally:
+        if conn.status != psycopg2.extensions.STATUS_READY:
+            conn.rollback()
+        conn.isolation_level = psycopg2.extensions.ISOLATION_LEVEL_DEFAULT
 
 
 def apply_schema(conn):

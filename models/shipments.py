@@ -17,6 +17,7 @@ WITH page AS (
    WHERE s.organization_id = %(organization_id)s
      AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
      AND (%(shipment_id)s::bigint IS NULL OR s.id = %(shipment_id)s)
+     AND (%(shipment_ids)s::bigint[] IS NULL OR s.id = ANY (%(shipment_ids)s::bigint[]))
      AND (%(archived)s::boolean IS NULL OR s.archived = %(archived)s)
      AND (%(statuses)s::text[] IS NULL OR s.status = ANY (%(statuses)s::text[]))
      AND (%(created_after)s::timestamptz IS NULL
@@ -53,7 +54,7 @@ SELECT p.id, p.reference, p.erp_reference, p.transport_reference, p.transport_re
        p.last_tracked_at, p.carrier_updated_at,
        p.consignor, p.consignee, p.notify_party, p.draft_produce, p.notes,
        p.load_type, p.house_bl, p.forwarder_reference, p.forwarder_eta,
-       p.created_at, p.updated_at,
+       p.created_at, p.updated_at, p.revision,
        ck.total AS checks_total, ck.passed AS checks_passed, ck.failed AS checks_failed,
        ck.warnings AS checks_warnings, ck.skipped AS checks_skipped, ck.pending AS checks_pending,
        pa.pallets AS cargo_pallets, pa.has_packing_list,
@@ -112,7 +113,7 @@ SELECT sl.shipment_id, l.id, l.name, l.color, l.color_hex
  ORDER BY l.name, l.id
 """
 
-FILTERS = ("shipment_id", "archived", "statuses", "created_after", "created_before",
+FILTERS = ("shipment_id", "shipment_ids", "archived", "statuses", "created_after", "created_before",
            "eta_after", "eta_before", "starting_after", "label_ids", "q")
 
 

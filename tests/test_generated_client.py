@@ -161,6 +161,18 @@ def test_every_operation_through_the_generated_client(generated, served, demo_da
     assert call.walk("list_checks", shipment=checks[0].shipment_id) == \
         [check for check in checks if check.shipment_id == checks[0].shipment_id]
 
+    # The change feed from the beginning: every visible shipment once, typed, then nothing new.
+    fed, since = [], None
+    while True:
+        page = call("list_changes", limit=100, **({"since": since} if since else {}))
+        fed += page.data
+        since = page.next_since
+        if not page.has_more:
+            break
+    assert all(isinstance(item, models.Shipment) for item in fed)
+    assert sorted(item.id for item in fed) == sorted(shipment.id for shipment in everything)
+    assert call("list_changes", since=since).data == []
+
     described = {operation["operationId"] for item in document["paths"].values() for operation in item.values()}
     # The rest take no parameter (get_openapi_document, and any page such as /docs).
     for operation in sorted(described - call.called):

@@ -47,6 +47,7 @@ def test_a_bare_shipment_shows_every_field_as_null_or_empty(conn, client, token)
         "checks": {"total": 0, "passed": 0, "failed": 0, "warnings": 0, "skipped": 0, "pending": 0},
         "notes": None, "load_type": None, "house_bl": None, "forwarder_reference": None,
         "forwarder_eta": None, "created_at": T, "updated_at": T,
+        "revision": 2,                       # the insert, then pin_updated_at's update
     }
 
 
@@ -132,6 +133,10 @@ def test_a_full_shipment(conn, client, token):
         "checks": {"total": 6, "passed": 2, "failed": 1, "warnings": 1, "skipped": 1, "pending": 1},
         "notes": "Handle with care", "load_type": "FCL", "house_bl": "HBL-1", "forwarder_reference": "FWD-9",
         "forwarder_eta": "2026-03-29T00:00:00Z", "created_at": T, "updated_at": "2026-03-10T12:00:00Z",
+        # One per autocommit statement above that changed what it shows: the insert, 2 containers, 2 labels
+        # attached, 6 checks, the packing (list, pallet and each line: 5 + 3 + 2 statements), the loose
+        # pallet and pin_updated_at.
+        "revision": 23,
     }
 
 

@@ -64,3 +64,15 @@ def enum(values, description, **kwargs):
 def nullable_string(description):
     """A string field whose value may be null."""
     return fields.String(allow_none=True, metadata=doc(description))
+
+
+class OneOf(fields.Field):
+    """An item that is exactly one of several schemas' objects, already dumped by the view.
+
+    Described as `oneOf` the schemas (api/openapi.py one_of_property); the view presents each item
+    with its own schema, so this field only passes values through.
+    """
+
+    def __init__(self, schemas, **kwargs):
+        self.schemas = tuple(schemas)
+        super().__init__(**kwargs)

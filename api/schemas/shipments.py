@@ -127,3 +127,14 @@ class ShipmentSchema(Schema):
     forwarder_eta = UtcDateTime(allow_none=True, metadata=doc("Forwarder's arrival estimate."))
     created_at = UtcDateTime(metadata=doc("When the shipment was created."))
     updated_at = UtcDateTime(metadata=doc("When the shipment last changed."))
+    revision = fields.Integer(metadata=doc(
+        "1 when created, greater after each change to anything this object shows (containers, labels, cargo, "
+        "checks, tracking and the effective ETA included); kept by the database. GET /changes lists shipments "
+        "in the order of their latest change."))
+
+
+class DeletedShipmentSchema(Schema):
+    object = fields.Constant("shipment", metadata=doc("Always `shipment`."))
+    id = Id("shp")
+    deleted = fields.Constant(True, metadata=doc("Always true: drop this shipment from a copy."))
+    revision = fields.Integer(metadata=doc("The shipment's revision after it was deleted or hidden."))

@@ -1,0 +1,42 @@
+"""GET /changes: the change feed a mirror polls (docs/sync.md)."""
+from flask import Blueprint, jsonify
+
+from api.apidoc import get_route
+from api.context import get_conn, principal, version
+from api.params import ChangeCursor, parse_query
+from api.schemas.changes import ChangeListSchema
+from api.schemas.present import present
+from api.schemas.queries import ChangeListQuerySchema
+from api.schemas.shipments import DeletedShipmentSchema, ShipmentSchema
+from models import changes, db
+
+bp = Blueprint("changes", __name__)
+
+
+@get_route(bp, "/changes", ChangeListSchema, query=ChangeListQuerySchema)
+def list_changes():
+    """Shipments changed since a cursor, oldest change first.
+
+    Every shipment carries a `revision` that grows with each change to anything it shows (containers,
+    labels, cargo, checks, tracking and the effective ETA included). This feed lists the shipments
+    changed after `since`, each once at its current state, in the order of their latest change;
+    shipments deleted or hidden since (awaiting approval, owned elsewhere) come as
+    `{object, id, deleted: true, revision}`. Omit `since` to start from the beginning (every
+    shipment), then pass `next_since` each time: while `has_more` is true, ask again at once.
+
+    No change is ever skipped, however writers' transactions interleave: a change becomes visible
+    here only when every transaction that began writing before it has ended, so a change committed
+    late is never behind the cursor (docs/sync.md). A poll with nothing new is one index lookup.
+    """
+    query = parse_query(ChangeListQuerySchema())
+    since = query.get("since", ChangeCursor.START)
+    with db.one_snapshot(get_conn()):
+        page = changes.changes_after(get_conn(), principal()["organization_id"], since, query["limit"] + 1)
+    has_more = len(page) > query["limit"]
+    page = page[:query["limit"]]
+    shown = version()
+    data = [present(*(("deleted_shipment", DeletedShipmentSchema) if item.get("deleted") else ("shipment", ShipmentSchema)),
+                    item, shown)
+            for _position, item in page]
+    return jsonify({"object": "list", "data": data, "has_more": has_more,
+                    "next_since": ChangeCursor.format(page[-1][0] if page else since)})

@@ -1,0 +1,71 @@
+"""What the benchmarks share: the bench database, the flask CLI, gunicorn on 127.0.0.1, percentiles."""
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg2
+import requests
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from models import db  # noqa: E402
+
+BENCH_DB = "shiptrack_bench"
+
+
+def bench_url():
+    """URL of the bench database on the configured (or embedded) server, and the server's URL."""
+    server = os.environ.get("DATABASE_URL") or db.embedded_database_url()
+    return urlunsplit(urlsplit(server)._replace(path="/" + BENCH_DB)), server
+
+
+def run(*args, env, capture=False):
+    """Run a flask CLI command against the bench database."""
+    command = [sys.executable, "-m", "flask", "--app", "app", *args]
+    out = subprocess.run(command, cwd=ROOT, env=env, check=True, text=True,
+                         stdout=subprocess.PIPE if capture else None)
+    return out.stdout.strip() if capture else None
+
+
+def seed(server, env, count):
+    """Recreate the bench database and fill it with `count` demo shipments."""
+    admin = psycopg2.connect(urlunsplit(urlsplit(server)._replace(path="/postgres")))
+    admin.autocommit = True
+    with admin.cursor() as cur:
+        cur.execute(f'DROP DATABASE IF EXISTS "{BENCH_DB}" WITH (FORCE)')
+        cur.execute(f'CREATE DATABASE "{BENCH_DB}"')
+    admin.close()
+    run("db", "init", env=env)
+    started = time.monotonic()
+    run("demo", "seed", "--shipments", str(count), env=env)
+    print(f"seeded {count} shipments in {time.monotonic() - started:.0f} s", flush=True)
+    conn = psycopg2.connect(env["DATABASE_URL"])
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute("VACUUM ANALYZE")
+    conn.close()
+
+
+def start_gunicorn(env, port, workers):
+    """gunicorn with the app on 127.0.0.1:port; returns the master process once it answers."""
+    process = subprocess.Popen([str(Path(sys.executable).parent / "gunicorn"), "-w", str(workers),
+                                "-b", f"127.0.0.1:{port}", "--log-level", "warning", "app:create_app()"],
+                               cwd=ROOT, env=env)
+    for _ in range(100):
+        try:
+            requests.get(f"http://127.0.0.1:{port}/openapi.json", timeout=1)
+            return process
+        except requests.RequestException:
+            time.sleep(0.2)
+    process.kill()
+    raise SystemExit("gunicorn did not start")
+
+
+def percentile(values, fraction):
+    """The value at `fraction` of the sorted values (nearest rank)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]

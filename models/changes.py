@@ -1,0 +1,75 @@
+"""The change feed: an organization's shipments in the order of their latest change, without gaps.
+
+Every change to what GET /shipments/{id} shows gives the shipment a new `revision` and records the
+writing transaction in `change_xid` (schema.sql, shipments_before_write).  The feed is ordered by
+(change_xid, id) and only shows changes of transactions below the horizon: the oldest transaction
+still running when the snapshot was taken (pg_current_snapshot's in-progress list), else the
+snapshot's xmax.  Every transaction below it has ended, and a writer still running or yet to come
+has an id at or above it, so a position once passed never receives another row.
+
+Transaction ids are shared by every database of the server, and a long transaction elsewhere
+would hold the horizon back for nothing: running transactions that pg_stat_activity shows in
+another database are left out (their ids are compared on the low 32 bits, backend_xid's width).
+What it cannot place (a session of another role without pg_read_all_stats, a prepared
+transaction) keeps holding the horizon: slower, never wrong.  docs/sync.md explains it for users.
+"""
+from models.shipments import list_shipments
+
+# GET /changes: live and deleted shipments after a position, below the horizon, oldest change first.
+# Each branch is one range scan of its (organization_id, change_xid, id) index. A deleted shipment's
+# row is ignored while a shipment of that id exists (an id given again by hand).
+FEED_SQL = """
+WITH snapshot AS (SELECT pg_current_snapshot() AS taken),
+elsewhere AS (
+  SELECT a.backend_xid::text::bigint AS xid
+    FROM pg_stat_activity a
+   WHERE a.datname IS DISTINCT FROM current_database() AND a.backend_xid IS NOT NULL),
+horizon AS (
+  SELECT coalesce((SELECT min(running.xid) FROM pg_snapshot_xip(snapshot.taken) AS running (xid)
+                    WHERE (running.xid::text::bigint & 4294967295) NOT IN (SELECT xid FROM elsewhere)),
+                  pg_snapshot_xmax(snapshot.taken)) AS xmin
+    FROM snapshot),
+live AS (
+  SELECT s.id, s.revision, s.change_xid, NOT s.awaiting_approval AND NOT s.owned_elsewhere AS visible
+    FROM shipments s
+   WHERE s.organization_id = %(organization_id)s AND s.ever_visible
+     AND (s.change_xid, s.id) > (%(after_xid)s::text::xid8, %(after_id)s::bigint)
+     AND s.change_xid < (SELECT xmin FROM horizon)
+   ORDER BY s.change_xid, s.id
+   LIMIT %(limit)s),
+gone AS (
+  SELECT t.id, t.revision, t.change_xid, false AS visible
+    FROM deleted_shipments t
+   WHERE t.organization_id = %(organization_id)s
+     AND (t.change_xid, t.id) > (%(after_xid)s::text::xid8, %(after_id)s::bigint)
+     AND t.change_xid < (SELECT xmin FROM horizon)
+     AND NOT EXISTS (SELECT 1 FROM shipments s WHERE s.id = t.id)
+   ORDER BY t.change_xid, t.id
+   LIMIT %(limit)s)
+SELECT c.id, c.revision, c.change_xid::text::numeric AS change_xid, c.visible
+  FROM (SELECT * FROM live UNION ALL SELECT * FROM gone) c
+ ORDER BY c.change_xid, c.id
+ LIMIT %(limit)s
+"""
+
+
+def changes_after(conn, organization_id, position, limit):
+    """Up to `limit` changes after `position` (change_xid, id), oldest first.
+
+    Each is (position, shipment) where shipment is fully assembled as GET /shipments/{id} shows it,
+    or {"id", "revision", "deleted": True} for one that was deleted or became hidden. The caller runs
+    this inside db.one_snapshot, so the feed rows and the shipments come from one snapshot.
+    """
+    after_xid, after_id = position
+    with conn.cursor() as cur:
+        cur.execute(FEED_SQL, {"organization_id": organization_id, "after_xid": str(after_xid),
+                               "after_id": after_id, "limit": limit})
+        rows = cur.fetchall()
+    visible = [row["id"] for row in rows if row["visible"]]
+    shown = {}
+    if visible:
+        shown = {shipment["id"]: shipment
+                 for shipment in list_shipments(conn, organization_id, len(visible), shipment_ids=visible)}
+    return [((int(row["change_xid"]), row["id"]),
+             shown[row["id"]] if row["visible"] else {"id": row["id"], "revision": row["revision"], "deleted": True})
+            for row in rows]
