@@ -1,4 +1,5 @@
 """GET /openapi.json: OpenAPI 3.1 built by apispec from app.url_map and the documentation on each view."""
+import copy
 import json
 
 from apispec import APISpec
@@ -10,7 +11,7 @@ from api.apidoc import get_route, openapi_path, operation, view_doc
 from api.errors import REALM
 from api.params import parameter_attributes
 from api.schemas.common import ErrorSchema
-from api.webhook_description import SIGNATURE_SCHEME, WEBHOOKS, WEBHOOKS_TAG
+from api.webhook_description import SCHEMAS as WEBHOOK_SCHEMAS, SIGNATURE_SCHEME, WEBHOOKS, WEBHOOKS_TAG
 
 bp = Blueprint("openapi", __name__)
 
@@ -28,6 +29,8 @@ TAGS = {
     "packing_lists": ("Packing lists", "Current packing lists of a shipment with their pallets and lines."),
     "alerts": ("Alerts", "Open monitoring alerts across the organization's shipments."),
     "checks": ("Checks", "Results of the quality checks run on shipments."),
+    "events": ("Events", "The last 30 days of the organization's webhook events, each exactly as it was (or will "
+                         "be) sent: how a receiver catches up after downtime."),
     "openapi": _REFERENCE,
     "docs_page": _REFERENCE,
 }
@@ -88,6 +91,9 @@ def _new_spec():
                        "endpoint needs, and every token has it."})
     spec.components.security_scheme(*SIGNATURE_SCHEME)
     spec.components.schema("Error", schema=ErrorSchema)
+    # Event bodies: referenced by the `webhooks` entries and by GET /events (api/webhook_description.py).
+    for name, component in WEBHOOK_SCHEMAS.items():
+        spec.components.schema(name, component=copy.deepcopy(component))
     spec.components.parameter("ServiceVersion", "header", {
         "name": "Service-Version", "required": False,
         "schema": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$", "enum": list(versions.PUBLISHED)},

@@ -105,7 +105,7 @@ class CommaSeparated(fields.String):
     def __init__(self, choices, description, **kwargs):
         self.choices = tuple(choices)
         metadata = {"description": description + " Comma-separated; any of: " + ", ".join(self.choices) + ".",
-                    **comma_list_schema("|".join(self.choices)), "parameter": OPTIONAL}
+                    **comma_list_schema("|".join(map(re.escape, self.choices))), "parameter": OPTIONAL}
         if isinstance(kwargs.get("load_default"), (list, tuple)):
             # The text a client sends, not the repr of a Python list.
             metadata["default"] = ",".join(kwargs["load_default"])

@@ -1,5 +1,5 @@
 """Responses: one resource or a list envelope, shaped for the request's version."""
-from flask import jsonify
+from flask import Response, current_app, jsonify
 
 from api.context import version
 from api.errors import ResourceMissing
@@ -20,6 +20,22 @@ def listing(kind, schema, items, limit=None):
     schema_class, shown = type(schema), version()
     data = [present(kind, schema_class, obj, shown) for obj in items]
     return jsonify({"object": "list", "data": data, "has_more": has_more})
+
+
+def stored(body):
+    """A stored JSON document (an event body) sent as it is, as jsonify frames a document."""
+    return Response(body + "\n", mimetype=current_app.json.mimetype)
+
+
+def stored_listing(bodies, limit):
+    """The list envelope around stored JSON documents (up to limit + 1; the extra one sets has_more).
+
+    The documents are served as stored, never parsed and dumped again; the envelope is written as
+    listing() writes it (compact, keys in this order).
+    """
+    has_more = len(bodies) > limit
+    return stored('{"object":"list","data":[' + ",".join(bodies[:limit]) + '],"has_more":'
+                  + ("true" if has_more else "false") + "}")
 
 
 def path_id(value, prefix, noun):

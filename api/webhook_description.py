@@ -45,25 +45,31 @@ _CHECKS = {
 
 _TEST_OBJECT = {
     "type": "object", "required": ["object", "endpoint_id", "message"],
-    "properties": {"object": {"type": "string", "const": "webhook_test"},
+    "properties": {"object": {"type": "string", "default": "webhook_test", "description": "Always `webhook_test`."},
                    "endpoint_id": {"type": "string", "pattern": id_pattern(PREFIXES["webhook_endpoint"])},
                    "message": {"type": "string"}},
 }
 
+# type: (component name, summary, data.object component or None for webhook.test, previous_attributes, checks)
 _EVENTS = {
-    "shipment.status_changed": ("A shipment moved to a new status (several changes saved together give one event "
+    "shipment.status_changed": ("ShipmentStatusChangedEvent",
+                                "A shipment moved to a new status (several changes saved together give one event "
                                 "from the first status to the last).", "Shipment", ["status"], False),
-    "shipment.eta_changed": ("The shipment's `eta` changed (`effective_eta` and `predicted_eta` send nothing).",
+    "shipment.eta_changed": ("ShipmentEtaChangedEvent",
+                             "The shipment's `eta` changed (`effective_eta` and `predicted_eta` send nothing).",
                              "Shipment", ["eta"], False),
-    "shipment.checks_completed": ("A run of quality checks finished, after any automatic validation.",
+    "shipment.checks_completed": ("ShipmentChecksCompletedEvent",
+                                  "A run of quality checks finished, after any automatic validation.",
                                   "Shipment", None, True),
-    "alert.created": ("A new alert opened on a shipment; `data.object` is the alert as `GET /alerts` lists it.",
+    "alert.created": ("AlertCreatedEvent",
+                      "A new alert opened on a shipment; `data.object` is the alert as `GET /alerts` lists it.",
                       "MonitoringAlert", None, False),
-    "webhook.test": ("An admin sent a test event from the settings; sent once, never retried.", None, None, False),
+    "webhook.test": ("WebhookTestEvent",
+                     "An admin sent a test event from the settings; sent once, never retried.", None, None, False),
 }
 
 
-def _body(event_type, component, previous, checks):
+def _body(event_type, summary, component, previous, checks):
     if previous:
         previous_schema = {"type": "object", "required": previous,
                            "properties": {name: {"type": ["string", "null"]} for name in previous},
@@ -77,21 +83,45 @@ def _body(event_type, component, previous, checks):
         data["properties"]["checks"] = _CHECKS
         data["required"].append("checks")
     return {
-        "type": "object", "required": ["id", "type", "created_at", "api_version", "data"],
+        "type": "object", "description": f"`{event_type}`: {summary}",
+        "required": ["id", "type", "created_at", "api_version", "data"],
         "properties": {
             "id": {"type": "string", "pattern": id_pattern(PREFIXES["webhook_event"]),
                    "description": "Event id; identical for every endpoint and on a retry or resend."},
-            "type": {"type": "string", "const": event_type},
+            # Not `const`: response schemas publish no closed value lists (docs/decisions.md); the type is
+            # still exact through Event's discriminator, and each body's shape differs anyway.
+            "type": {"type": "string", "default": event_type, "description": f"Always `{event_type}`."},
             "created_at": {"type": "string", "format": "date-time"},
-            "api_version": {"type": "string", "description": "The organization's pinned version, which shapes "
-                                                             "`data.object`."},
+            "api_version": {"type": "string", "description": "The version the body was rendered at: the "
+                                                             "organization's pin when the event was rendered, "
+                                                             "which shapes `data.object`."},
             "data": data,
         },
     }
 
 
+# Named schemas of /openapi.json (components.schemas): one body per event type, used by the `webhooks`
+# entries and by GET /events; `Event` is any of the four listed types, told apart by `type` (the discriminator)
+# and by shape (previous_attributes, data.checks, data.object), so exactly one matches.
+SCHEMAS = {name: _body(event_type, summary, component, previous, checks)
+           for event_type, (name, summary, component, previous, checks) in _EVENTS.items()}
+SCHEMAS["Event"] = {
+    "description": "An event exactly as it was (or will be) sent to the organization's webhook endpoints.",
+    "oneOf": [{"$ref": _REF.format(_EVENTS[event_type][0])} for event_type in EVENT_TYPES],
+    "discriminator": {"propertyName": "type",
+                      "mapping": {event_type: _REF.format(_EVENTS[event_type][0]) for event_type in EVENT_TYPES}},
+}
+SCHEMAS["EventList"] = {
+    "type": "object", "required": ["object", "data", "has_more"],
+    "properties": {"object": {"type": "string", "default": "list", "description": "Always `list`."},
+                   "data": {"type": "array", "items": {"$ref": _REF.format("Event")},
+                            "description": "The events, newest first."},
+                   "has_more": {"type": "boolean", "description": "Whether another page follows."}},
+}
+
+
 def _entry(event_type):
-    summary, component, previous, checks = _EVENTS[event_type]
+    schema_name, summary, _component, _previous, _checks = _EVENTS[event_type]
     return {"post": {
         "tags": [WEBHOOKS_TAG["name"]],
         "operationId": "webhook_" + event_type.replace(".", "_"),
@@ -102,8 +132,7 @@ def _entry(event_type):
         "security": [{SIGNATURE_SCHEME[0]: []}],
         "parameters": [{"in": "header", "name": name, "required": True, "description": text, "schema": schema}
                        for name, text, schema in _HEADERS],
-        "requestBody": {"required": True, "content": {"application/json": {
-            "schema": _body(event_type, component, previous, checks)}}},
+        "requestBody": {"required": True, "content": {"application/json": {"schema": {"$ref": _REF.format(schema_name)}}}},
         "responses": {"2XX": {"description": "Received; any other answer, a timeout or a redirect is a failure."}},
     }}
 

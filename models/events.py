@@ -4,6 +4,8 @@ from datetime import datetime
 
 import psycopg2.extras
 
+from models.webhook_deliveries import NOT_RECEIVED_SQL
+
 
 @dataclass(frozen=True, slots=True)
 class PendingEvent:
@@ -128,3 +130,47 @@ def delete_old_events(conn, before, limit=5000):
                                   WHERE d.event_id = ev.id AND d.state = 'pending')
                ORDER BY ev.created_at LIMIT %(limit)s)""", {"before": before, "limit": limit})
         return cur.rowcount
+
+
+# list_history / get_from_history: GET /events.  Rendered events of the last 30 days (a pending event's bytes
+# do not exist yet; skipped ones are never sent; webhook.test goes to one endpoint and is not history), of
+# shipments the API shows, newest first (keyset on id).  Served by events_history_idx, or events_shipment_idx
+# with the shipment filter.  Time bounds compare at the second, as list_shipments does.  delivery_success:
+# whether no enabled endpoint is still owed the event (models.webhook_deliveries.NOT_RECEIVED_SQL).
+_HISTORY_SQL = f"""
+SELECT ev.id, ev.body
+  FROM events ev
+  JOIN shipments s ON s.id = ev.shipment_id
+ WHERE ev.organization_id = %(organization_id)s
+   AND ev.state = 'rendered' AND ev.type <> 'webhook.test'
+   AND ev.created_at >= now() - interval '30 days'
+   AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
+   AND (%(event_id)s::bigint IS NULL OR ev.id = %(event_id)s)
+   AND (%(types)s::text[] IS NULL OR ev.type = ANY (%(types)s::text[]))
+   AND (%(shipment_id)s::bigint IS NULL OR ev.shipment_id = %(shipment_id)s)
+   AND (%(created_after)s::timestamptz IS NULL
+        OR ev.created_at >= date_trunc('second', %(created_after)s::timestamptz + interval '0.999999 s', 'UTC'))
+   AND (%(created_before)s::timestamptz IS NULL
+        OR ev.created_at < date_trunc('second', %(created_before)s::timestamptz, 'UTC') + interval '1 s')
+   AND (%(delivery_success)s::boolean IS NULL OR %(delivery_success)s = NOT EXISTS (
+          SELECT 1 FROM webhook_endpoints e WHERE e.enabled AND {NOT_RECEIVED_SQL}))
+   AND (%(starting_after)s::bigint IS NULL OR ev.id < %(starting_after)s)
+ ORDER BY ev.id DESC
+ LIMIT %(limit)s
+"""
+
+def list_history(conn, organization_id, limit, *, event_id=None, types=None, shipment_id=None, created_after=None,
+                 created_before=None, delivery_success=None, starting_after=None):
+    """Up to `limit` listed events (rows of id and body), newest first; a filter left None is not applied."""
+    params = {"organization_id": organization_id, "limit": limit, "event_id": event_id, "types": types,
+              "shipment_id": shipment_id, "created_after": created_after, "created_before": created_before,
+              "delivery_success": delivery_success, "starting_after": starting_after}
+    with conn.cursor() as cur:
+        cur.execute(_HISTORY_SQL, params)
+        return cur.fetchall()
+
+
+def get_from_history(conn, organization_id, event_id):
+    """One listed event (id and body), or None when GET /events would not list it."""
+    found = list_history(conn, organization_id, 1, event_id=event_id)
+    return found[0] if found else None

@@ -205,24 +205,39 @@ def mark_warned(conn, endpoint_id, at):
                     {"id": endpoint_id, "at": at})
 
 
+# The one rule of "did not receive", used by `webhooks recover` (queue_missed) and GET /events
+# (models.events, delivery_success): endpoint `e` is owed rendered event `ev` (same organization, subscribed
+# to its type now, created no later than the event) and has no succeeded delivery of it.  Whether `e` must
+# be enabled, and what a pending delivery means, is the caller's.
+NOT_RECEIVED_SQL = """
+     e.organization_id = ev.organization_id AND ev.type = ANY (e.event_types) AND ev.created_at >= e.created_at
+ AND ev.state = 'rendered'
+ AND NOT EXISTS (SELECT 1 FROM webhook_deliveries received
+                  WHERE received.event_id = ev.id AND received.endpoint_id = e.id AND received.state = 'succeeded')
+"""
+
+# queue_missed: `webhooks recover`.  Missed = not received (NOT_RECEIVED_SQL) with no delivery (the endpoint
+# was disabled when it was fanned out) or one that ended failed or dropped; a pending one is still being
+# tried and is left alone (the ON CONFLICT ... WHERE), so running recover twice queues nothing twice.
+_QUEUE_MISSED_SQL = f"""
+INSERT INTO webhook_deliveries AS d (event_id, endpoint_id, reason, next_attempt_at)
+SELECT ev.id, e.id, 'resend', %(now)s
+  FROM webhook_endpoints e
+  JOIN events ev ON {NOT_RECEIVED_SQL}
+ WHERE e.id = %(id)s AND ev.created_at >= %(since)s
+ ORDER BY ev.id
+ON CONFLICT (event_id, endpoint_id) DO UPDATE
+   SET reason = EXCLUDED.reason, state = 'pending', attempt_count = 0,
+       max_attempts = EXCLUDED.max_attempts, next_attempt_at = EXCLUDED.next_attempt_at,
+       lease_token = NULL, last_status_code = NULL, last_error = NULL, finished_at = NULL
+ WHERE d.state IN ('failed', 'dropped')
+"""
+
+
 def queue_missed(conn, endpoint_id, since, now):
     """Queue every rendered event since `since` the endpoint subscribes to and did not get; returns how many."""
     with conn.cursor() as cur:
-        # queue_missed: `webhooks recover`.  Missed = no delivery (the endpoint was disabled when it
-        # was fanned out) or one that ended failed or dropped; pending and succeeded ones are left alone.
-        cur.execute("""
-            INSERT INTO webhook_deliveries AS d (event_id, endpoint_id, reason, next_attempt_at)
-            SELECT ev.id, e.id, 'resend', %(now)s
-              FROM webhook_endpoints e
-              JOIN events ev ON ev.organization_id = e.organization_id AND ev.type = ANY (e.event_types)
-                            AND ev.created_at >= e.created_at
-             WHERE e.id = %(id)s AND ev.state = 'rendered' AND ev.created_at >= %(since)s
-             ORDER BY ev.id
-            ON CONFLICT (event_id, endpoint_id) DO UPDATE
-               SET reason = EXCLUDED.reason, state = 'pending', attempt_count = 0,
-                   max_attempts = EXCLUDED.max_attempts, next_attempt_at = EXCLUDED.next_attempt_at,
-                   lease_token = NULL, last_status_code = NULL, last_error = NULL, finished_at = NULL
-             WHERE d.state IN ('failed', 'dropped')""", {"id": endpoint_id, "since": since, "now": now})
+        cur.execute(_QUEUE_MISSED_SQL, {"id": endpoint_id, "since": since, "now": now})
         return cur.rowcount
 
 

@@ -30,7 +30,8 @@ def longest_comma_list(pattern, max_length):
     """The value of at most max_length characters matching a comma-list pattern with the longest encoding."""
     item = re.fullmatch(r"\^\((.*)\)\(,\(\1\)\)\*\$", pattern).group(1)
     # An id pattern's shortest number is one digit; a word list is its words.
-    words = [re.sub(r"\[1-9\]\[0-9\]\{0,17\}", "1", word) for word in item.split("|")]
+    # (Words are regex-escaped in the pattern: `shipment\.status_changed`.)
+    words = [re.sub(r"\\(.)", r"\1", re.sub(r"\[1-9\]\[0-9\]\{0,17\}", "1", word)) for word in item.split("|")]
     assert all(re.fullmatch(pattern, word) for word in words), words
     # Knapsack over characters: each further item costs len+1 characters (its comma) and len+3 bytes.
     best = {len(word): word for word in words}

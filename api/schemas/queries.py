@@ -5,6 +5,7 @@ from api.params import (MAX_VALUE_LENGTH, OPTIONAL, Choice, CommaSeparated, IdLi
                         QuerySchema, TimeParam)
 from api.schemas.checks import CHECK_STATUSES, DEFAULT_CHECK_STATUSES
 from api.schemas.fields import doc
+from models.webhooks import EVENT_TYPES
 
 SHIPMENT_FILTER_STATUSES = ("draft", "validated", "in_transit", "arrived", "in_warehouse")
 
@@ -40,3 +41,20 @@ class CheckListQuerySchema(QuerySchema):
     shipment = PrefixedId("shp", "Only checks of this shipment; an id not in the organization matches nothing.")
     limit = Limit()
     starting_after = PrefixedId("chk", "Id of the last check of the previous page.")
+
+
+class EventListQuerySchema(QuerySchema):
+    type = CommaSeparated(EVENT_TYPES, "Event types to include; omitted means all.")
+    shipment = PrefixedId("shp", "Only events of this shipment; an id not in the organization matches nothing.")
+    created_after = TimeParam("Inclusive lower bound on the event's `created_at` (the last 30 days are kept "
+                              "whatever this says).")
+    created_before = TimeParam("Inclusive upper bound on the event's `created_at`.")
+    delivery_success = Choice(("true", "false"), "`false`: only events that some enabled endpoint of the "
+                                                 "organization, subscribed to the type and created before the "
+                                                 "event, has not received yet (its delivery is still being tried, "
+                                                 "failed, was dropped, or was never made because the endpoint was "
+                                                 "disabled); `true`: only the others, every such endpoint got them "
+                                                 "(events no endpoint subscribes to included).")
+    limit = Limit()
+    starting_after = PrefixedId("msg", "Id of the last event of the previous page.")
+

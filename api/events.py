@@ -1,0 +1,54 @@
+"""GET /events and GET /events/{webhook_event_id}: the organization's webhook events of the last 30 days."""
+from flask import Blueprint
+
+from api.apidoc import get_route
+from api.context import get_conn, principal
+from api.params import parse_query
+from api.render import missing, path_id, stored, stored_listing
+from api.schemas.queries import EventListQuerySchema
+from models import events
+
+bp = Blueprint("events", __name__)
+
+_EVENT = {"$ref": "#/components/schemas/Event"}
+_EVENT_LIST = {"$ref": "#/components/schemas/EventList"}
+_DELIVERY_SUCCESS = {"true": True, "false": False}
+
+
+@get_route(bp, "/events", _EVENT_LIST, query=EventListQuerySchema)
+def list_events():
+    """Webhook events of the last 30 days, newest first, keyset-paged.
+
+    Each item is exactly the JSON body that was (or will be) sent to the organization's webhook endpoints,
+    byte for byte: its `api_version` is the version it was rendered at, whatever `Service-Version` this
+    request names. An event is listed once rendered (within a second of the change while the delivery
+    loop watches, within a minute otherwise). Test events and events of shipments waiting for approval or
+    belonging to someone else are not listed. Filters combine with AND. Page with `limit` and
+    `starting_after`, the last id of the previous page, while `has_more` is true: events added meanwhile
+    cause no gaps or repeats. To catch up after downtime, page with `delivery_success=false`.
+    """
+    query = parse_query(EventListQuerySchema())
+    delivery_success = query.get("delivery_success")
+    rows = events.list_history(
+        get_conn(), principal()["organization_id"], query["limit"] + 1,
+        types=query.get("type"), shipment_id=query.get("shipment"),
+        created_after=query.get("created_after"), created_before=query.get("created_before"),
+        delivery_success=None if delivery_success is None else _DELIVERY_SUCCESS[delivery_success],
+        starting_after=query.get("starting_after"))
+    return stored_listing([row["body"] for row in rows], query["limit"])
+
+
+@get_route(bp, "/events/<webhook_event_id>", _EVENT)
+def get_event(webhook_event_id):
+    """One webhook event of the last 30 days.
+
+    Exactly the JSON body that was (or will be) sent, as `GET /events` lists it; its `api_version` is the
+    version it was rendered at, whatever `Service-Version` this request names. An event not rendered yet,
+    a test event, one older than 30 days, one of a shipment waiting for approval or belonging to someone
+    else, or of another organization is a 404, like a missing one.
+    """
+    found = events.get_from_history(get_conn(), principal()["organization_id"],
+                                    path_id(webhook_event_id, "msg", "event"))
+    if found is None:
+        raise missing("event", webhook_event_id)
+    return stored(found["body"])
