@@ -10,10 +10,12 @@ import socket
 import ssl
 import threading
 from contextlib import contextmanager
+from datetime import datetime, timezone
 
 import pytest
 import trustme
 
+from delivery.outbox import render_pending
 from models import db, organizations, tokens
 from tests.support.databases import DEMO_TOKEN_NAME, Demo, Emptier, Server
 from tests.support.webhooks import RECEIVER_HOST, Receiver, delivery_settings
@@ -116,6 +118,12 @@ def demo_database(module_database, tmp_path_factory):
     with module_database(STORAGE_DIR=storage) as (conn, app):
         result = app.test_cli_runner().invoke(args=["demo", "seed", "--shipments", "300"])
         assert result.exit_code == 0, result.output
+        # What the delivery script does first in a deployment: render the seed's events, so that
+        # GET /events has a history to show (no endpoint exists, so nothing is fanned out).
+        conn.autocommit = False
+        render_pending(conn, datetime.now(timezone.utc))
+        conn.commit()
+        conn.autocommit = True
         acme = organizations.get_organization_by_slug(conn, "acme")["id"]
         member = organizations.get_membership(conn, acme, "owner@acme.example")
         value, _row = tokens.create_token(conn, acme, member["user_id"], DEMO_TOKEN_NAME, "never")

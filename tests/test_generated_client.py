@@ -173,6 +173,13 @@ def test_every_operation_through_the_generated_client(generated, served, demo_da
     assert sorted(item.id for item in fed) == sorted(shipment.id for shipment in everything)
     assert call("list_changes", since=since).data == []
 
+    # Event history: each item is one of the four typed bodies; one fetched by id is the same.
+    history = call.walk("list_events", limit=100)
+    assert history and all(isinstance(item, (models.ShipmentStatusChangedEvent, models.ShipmentEtaChangedEvent,
+                                             models.ShipmentChecksCompletedEvent, models.AlertCreatedEvent))
+                           for item in history)
+    assert call("get_event", webhook_event_id=history[0].id).to_dict() == history[0].to_dict()
+
     described = {operation["operationId"] for item in document["paths"].values() for operation in item.values()}
     # The rest take no parameter (get_openapi_document, and any page such as /docs).
     for operation in sorted(described - call.called):

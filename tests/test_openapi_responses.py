@@ -6,7 +6,7 @@ from models import db
 
 PAGES = ["/organization", "/shipments?limit=100", "/shipments?limit=100&archived=true",
          "/alerts?limit=100", "/checks?limit=100&status=pending,passed,failed,skipped,warning",
-         "/free_time/at_risk"]
+         "/free_time/at_risk", "/events?limit=100"]
 PER_SHIPMENT = ["/shipments/{shipment_id}", "/shipments/{shipment_id}/timeline", "/shipments/{shipment_id}/free_time",
                 "/shipments/{shipment_id}/documents", "/shipments/{shipment_id}/packing_lists"]
 

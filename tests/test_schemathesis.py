@@ -10,6 +10,7 @@ from werkzeug.test import Client
 
 from api.openapi import build_spec
 from app import create_app
+from models import db
 
 load_all_checks()
 # Every built-in check (the CLI's `--checks all`); nothing is excluded.
@@ -34,6 +35,17 @@ class BufferedClient(Client):
         return super().open(*args, **{**kwargs, "buffered": True})
 
 
+def latest_event(url):
+    """The id of the demo's newest listed event (GET /events would show it first)."""
+    conn = db.connect(url)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT max(id) AS id FROM events WHERE state = 'rendered' AND type <> 'webhook.test'")
+            return f"msg_{cur.fetchone()['id']}"
+    finally:
+        conn.close()
+
+
 # Statuses each operation answered, for the last test.
 STATUSES = {}
 PUBLIC = {f"{method.upper()} {path}" for path, item in schema.raw_schema["paths"].items()
@@ -55,6 +67,10 @@ def test_every_operation_keeps_its_contract(operation, demo_database):
     token = demo_database.headers["Authorization"].removeprefix("Bearer ")
     operation.schema.config.auth.openapi = OpenAPIAuthConfig(schemes={"bearer": {"bearer": token}})
     session = BufferedClient(demo_database.app)
+    # The seed drops the events its loading made, so the demo's few events have ids generated ids
+    # practically never hit: GET /events/{webhook_event_id} is given the latest one to answer 200.
+    # (tests/test_event_history.py covers its 404s.)
+    operation.schema.config.parameters["path.webhook_event_id"] = latest_event(demo_database.url)
 
     @settings(max_examples=25, derandomize=True, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
