@@ -2,8 +2,8 @@
 from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from api import (alerts, checks, conditional, docs_page, documents, events, free_time, guard, openapi,
-                 organization, packing_lists, shipments, timeline)
+from api import (alerts, changes, checks, conditional, docs_page, documents, events, free_time, guard,
+                 openapi, organization, packing_lists, shipments, timeline)
 from api.context import release_conn
 from api.errors import register_error_handlers
 from api.middleware import JsonSuffix
@@ -22,7 +22,7 @@ def create_app(config=None):
 
     # The only list of blueprints: /openapi.json describes whatever app.url_map holds, in this order.
     for blueprint in (organization.bp, shipments.bp, timeline.bp, free_time.bp, documents.bp, packing_lists.bp,
-                      alerts.bp, checks.bp, events.bp, openapi.bp, docs_page.bp):
+                      alerts.bp, checks.bp, events.bp, changes.bp, openapi.bp, docs_page.bp):
         app.register_blueprint(blueprint)
     app.before_request(guard.guard_request)
     app.after_request(guard.add_version_header)

@@ -207,9 +207,20 @@ CREATE TABLE IF NOT EXISTS shipments (
   search_text              text,
   created_at               timestamptz NOT NULL DEFAULT now(),
   updated_at               timestamptz NOT NULL DEFAULT now(),
+  -- Kept by shipments_before_write for GET /changes (docs/sync.md); writers never set them.
+  -- revision: 1 at insert, +1 per transaction that changes anything GET /shipments/{id} shows
+  -- (child tables touch their shipment through touch_parent_shipments).
+  revision                 bigint NOT NULL DEFAULT 1,
+  -- The transaction of the latest change: the change feed's order.
+  change_xid               xid8 NOT NULL DEFAULT '1',
+  -- Once visible, a shipment that becomes hidden shows in the feed as deleted; never visible, never there.
+  ever_visible             boolean NOT NULL DEFAULT true,
   UNIQUE (organization_id, reference)
 );
 ALTER TABLE shipments ADD COLUMN IF NOT EXISTS search_text text;
+ALTER TABLE shipments ADD COLUMN IF NOT EXISTS revision bigint NOT NULL DEFAULT 1;
+ALTER TABLE shipments ADD COLUMN IF NOT EXISTS change_xid xid8 NOT NULL DEFAULT '1';
+ALTER TABLE shipments ADD COLUMN IF NOT EXISTS ever_visible boolean NOT NULL DEFAULT true;
 
 -- list_shipments: visible shipments of an organization, newest first (keyset on id).
 CREATE INDEX IF NOT EXISTS shipments_list_idx ON shipments (organization_id, archived, id DESC)
@@ -230,6 +241,19 @@ CREATE INDEX IF NOT EXISTS shipments_created_at_idx ON shipments (organization_i
 CREATE INDEX IF NOT EXISTS shipments_search_trgm ON shipments USING gin (search_text gin_trgm_ops);
 CREATE INDEX IF NOT EXISTS shipments_consignor_trgm ON shipments USING gin (consignor gin_trgm_ops);
 CREATE INDEX IF NOT EXISTS shipments_consignee_trgm ON shipments USING gin (consignee gin_trgm_ops);
+-- GET /changes: an organization's shipments in the order of their latest change (keyset on both).
+CREATE INDEX IF NOT EXISTS shipments_changes_idx ON shipments (organization_id, change_xid, id) WHERE ever_visible;
+
+-- Shipments deleted after they were visible: GET /changes shows them as deleted.  Kept for good
+-- (one small row each), so a mirror that polls rarely still learns of every deletion.
+CREATE TABLE IF NOT EXISTS deleted_shipments (
+  id              bigint PRIMARY KEY,
+  organization_id bigint NOT NULL REFERENCES organizations (id) ON DELETE CASCADE,
+  revision        bigint NOT NULL,
+  change_xid      xid8 NOT NULL DEFAULT pg_current_xact_id(),
+  deleted_at      timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS deleted_shipments_changes_idx ON deleted_shipments (organization_id, change_xid, id);
 
 CREATE TABLE IF NOT EXISTS shipment_labels (
   shipment_id bigint NOT NULL REFERENCES shipments (id) ON DELETE CASCADE,
@@ -531,7 +555,17 @@ $$;
 
 CREATE OR REPLACE FUNCTION shipments_before_write() RETURNS trigger
 LANGUAGE plpgsql AS $$
+DECLARE
+  touched boolean;
 BEGIN
+  IF TG_OP = 'UPDATE' THEN
+    -- The change feed's columns are this trigger's alone (set below); what a writer put there is
+    -- dropped first, so it neither counts as a change nor sticks.  NULL change_xid is a touch.
+    touched := NEW.change_xid IS NULL;
+    NEW.revision := OLD.revision;
+    NEW.change_xid := OLD.change_xid;
+    NEW.ever_visible := OLD.ever_visible;
+  END IF;
   IF NEW.reference IS NULL OR btrim(NEW.reference) = '' THEN
     NEW.reference := generate_shipment_reference(NEW.organization_id, coalesce(NEW.created_at, now()));
   END IF;
@@ -560,6 +594,21 @@ BEGIN
        FROM packing_lines l JOIN pallets pl ON pl.id = l.pallet_id
        LEFT JOIN packing_lists k ON k.id = pl.packing_list_id
       WHERE l.shipment_id = NEW.id AND (k.id IS NULL OR k.is_current))));
+  -- The change feed's bookkeeping (docs/sync.md).
+  IF TG_OP = 'INSERT' THEN
+    NEW.revision := 1;
+    NEW.change_xid := pg_current_xact_id();
+    NEW.ever_visible := NOT NEW.awaiting_approval AND NOT NEW.owned_elsewhere;
+  ELSE
+    NEW.ever_visible := OLD.ever_visible OR (NOT NEW.awaiting_approval AND NOT NEW.owned_elsewhere);
+    IF touched OR NEW IS DISTINCT FROM OLD THEN
+      -- One new revision per transaction, however many statements it runs.
+      IF OLD.change_xid <> pg_current_xact_id() THEN
+        NEW.revision := OLD.revision + 1;
+      END IF;
+      NEW.change_xid := pg_current_xact_id();
+    END IF;
+  END IF;
   RETURN NEW;
 END
 $$;
@@ -597,16 +646,40 @@ CREATE OR REPLACE TRIGGER shipments_eta_revision_update
   AFTER UPDATE OF eta ON shipments
   FOR EACH ROW WHEN (NEW.eta IS DISTINCT FROM OLD.eta) EXECUTE FUNCTION shipments_record_eta_revision();
 
--- Containers and packing lines feed shipments.effective_eta and search_text: after a
--- statement changes them, re-save the shipments concerned so shipments_before_write
--- recomputes both (updated_at moves only when the shipment's representation changed).
-CREATE OR REPLACE FUNCTION refresh_parent_shipments() RETURNS trigger
+-- Everything GET /shipments/{id} shows from other tables (containers, labels, checks summary,
+-- cargo, produce, organic) touches the shipments concerned after each statement: the re-save
+-- makes shipments_before_write recompute effective_eta and search_text and take a new revision
+-- (change_xid NULL is the request for one).  An UPDATE touches only the shipments of rows that
+-- really changed (the two transition tables compared whole-row), so re-saving equal values is free.
+-- = ANY(ARRAY(...)) keeps these primary-key lookups even before the tables are analysed (an
+-- IN-subquery was planned as a scan of every shipment without statistics).
+CREATE OR REPLACE FUNCTION touch_parent_shipments() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-  -- = ANY(ARRAY(...)) keeps this a primary-key lookup even before the tables are analysed
-  -- (an IN-subquery was planned as a scan of every shipment without statistics).
-  UPDATE shipments s SET effective_eta = s.effective_eta
+  UPDATE shipments s SET change_xid = NULL
    WHERE s.id = ANY (ARRAY(SELECT DISTINCT shipment_id FROM changed_rows));
+  RETURN NULL;
+END
+$$;
+CREATE OR REPLACE FUNCTION touch_parent_shipments_of_changed_rows() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE shipments s SET change_xid = NULL
+   WHERE s.id = ANY (ARRAY(
+     SELECT n.shipment_id FROM (SELECT * FROM new_rows EXCEPT ALL SELECT * FROM old_rows) n
+     UNION
+     SELECT o.shipment_id FROM (SELECT * FROM old_rows EXCEPT ALL SELECT * FROM new_rows) o));
+  RETURN NULL;
+END
+$$;
+-- A label renamed or recoloured changes every shipment that carries it.
+CREATE OR REPLACE FUNCTION touch_labelled_shipments() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE shipments s SET change_xid = NULL
+   WHERE s.id = ANY (ARRAY(
+     SELECT sl.shipment_id FROM shipment_labels sl
+      WHERE sl.label_id IN (SELECT n.id FROM (SELECT * FROM new_rows EXCEPT ALL SELECT * FROM old_rows) n)));
   RETURN NULL;
 END
 $$;
@@ -614,28 +687,47 @@ DROP TRIGGER IF EXISTS containers_effective_eta_insert ON containers;
 DROP TRIGGER IF EXISTS containers_effective_eta_update ON containers;
 DROP TRIGGER IF EXISTS containers_effective_eta_delete ON containers;
 DROP FUNCTION IF EXISTS containers_refresh_effective_eta();
-CREATE OR REPLACE TRIGGER containers_refresh_insert
-  AFTER INSERT ON containers REFERENCING NEW TABLE AS changed_rows
-  FOR EACH STATEMENT EXECUTE FUNCTION refresh_parent_shipments();
-CREATE OR REPLACE TRIGGER containers_refresh_update
-  AFTER UPDATE ON containers REFERENCING NEW TABLE AS changed_rows
-  FOR EACH STATEMENT EXECUTE FUNCTION refresh_parent_shipments();
-CREATE OR REPLACE TRIGGER containers_refresh_delete
-  AFTER DELETE ON containers REFERENCING OLD TABLE AS changed_rows
-  FOR EACH STATEMENT EXECUTE FUNCTION refresh_parent_shipments();
-CREATE OR REPLACE TRIGGER packing_lines_refresh_insert
-  AFTER INSERT ON packing_lines REFERENCING NEW TABLE AS changed_rows
-  FOR EACH STATEMENT EXECUTE FUNCTION refresh_parent_shipments();
-CREATE OR REPLACE TRIGGER packing_lines_refresh_update
-  AFTER UPDATE ON packing_lines REFERENCING NEW TABLE AS changed_rows
-  FOR EACH STATEMENT EXECUTE FUNCTION refresh_parent_shipments();
-CREATE OR REPLACE TRIGGER packing_lines_refresh_delete
-  AFTER DELETE ON packing_lines REFERENCING OLD TABLE AS changed_rows
-  FOR EACH STATEMENT EXECUTE FUNCTION refresh_parent_shipments();
--- A packing list replaced (is_current false) takes its produce out of search.
-CREATE OR REPLACE TRIGGER packing_lists_refresh_update
-  AFTER UPDATE ON packing_lists REFERENCING NEW TABLE AS changed_rows
-  FOR EACH STATEMENT EXECUTE FUNCTION refresh_parent_shipments();
+DO $$
+DECLARE
+  child text;
+BEGIN
+  FOREACH child IN ARRAY ARRAY['containers', 'shipment_labels', 'checks', 'pallets', 'packing_lists',
+                               'packing_lines'] LOOP
+    EXECUTE format('CREATE OR REPLACE TRIGGER %1$s_refresh_insert AFTER INSERT ON %1$s '
+                   'REFERENCING NEW TABLE AS changed_rows '
+                   'FOR EACH STATEMENT EXECUTE FUNCTION touch_parent_shipments()', child);
+    EXECUTE format('CREATE OR REPLACE TRIGGER %1$s_refresh_update AFTER UPDATE ON %1$s '
+                   'REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows '
+                   'FOR EACH STATEMENT EXECUTE FUNCTION touch_parent_shipments_of_changed_rows()', child);
+    EXECUTE format('CREATE OR REPLACE TRIGGER %1$s_refresh_delete AFTER DELETE ON %1$s '
+                   'REFERENCING OLD TABLE AS changed_rows '
+                   'FOR EACH STATEMENT EXECUTE FUNCTION touch_parent_shipments()', child);
+  END LOOP;
+END
+$$;
+CREATE OR REPLACE TRIGGER labels_refresh_update
+  AFTER UPDATE ON labels REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION touch_labelled_shipments();
+DROP FUNCTION IF EXISTS refresh_parent_shipments();
+
+-- A shipment deleted after it was visible leaves a row for GET /changes.  Not when its whole
+-- organization goes (the organization row is already gone when this runs).
+CREATE OR REPLACE FUNCTION shipments_record_deletion() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO deleted_shipments AS t (id, organization_id, revision)
+  SELECT d.id, d.organization_id, d.revision + 1
+    FROM deleted_rows d
+   WHERE d.ever_visible AND EXISTS (SELECT 1 FROM organizations o WHERE o.id = d.organization_id)
+  ON CONFLICT (id) DO UPDATE
+     SET organization_id = EXCLUDED.organization_id, revision = greatest(t.revision, EXCLUDED.revision),
+         change_xid = EXCLUDED.change_xid, deleted_at = EXCLUDED.deleted_at;
+  RETURN NULL;
+END
+$$;
+CREATE OR REPLACE TRIGGER shipments_record_deletion
+  AFTER DELETE ON shipments REFERENCING OLD TABLE AS deleted_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION shipments_record_deletion();
 
 -- Container numbers are stored in ISO 6346 form: upper case, no spaces or dashes.
 CREATE OR REPLACE FUNCTION containers_before_write() RETURNS trigger

@@ -11,6 +11,7 @@ from api.apidoc import get_route, openapi_path, operation, view_doc
 from api.errors import REALM
 from api.params import parameter_attributes
 from api.schemas.common import ErrorSchema
+from api.schemas.fields import OneOf
 from api.webhook_description import SCHEMAS as WEBHOOK_SCHEMAS, SIGNATURE_SCHEME, WEBHOOKS, WEBHOOKS_TAG
 
 bp = Blueprint("openapi", __name__)
@@ -31,6 +32,8 @@ TAGS = {
     "checks": ("Checks", "Results of the quality checks run on shipments."),
     "events": ("Events", "The last 30 days of the organization's webhook events, each exactly as it was (or will "
                          "be) sent: how a receiver catches up after downtime."),
+    "changes": ("Changes", "The change feed: shipments in the order of their latest change, for keeping a copy "
+                           "up to date (docs/sync.md)."),
     "openapi": _REFERENCE,
     "docs_page": _REFERENCE,
 }
@@ -82,6 +85,7 @@ def _new_spec():
                                         "except this document and its page for people, `/docs`."})
     # style, explode and allowEmptyValue belong to the parameter, not its schema (api/params.py).
     marshmallow_plugin.converter.add_parameter_attribute_function(parameter_attributes)
+    marshmallow_plugin.converter.add_attribute_function(one_of_property)
     for name, description in dict(TAGS.values()).items():
         spec.tag({"name": name, "description": description})
     spec.tag(WEBHOOKS_TAG)
@@ -122,6 +126,13 @@ def _new_spec():
                        "request counted) and the seconds `t` until the window resets, e.g. "
                        "`\"per_token\";r=597;t=212`."})
     return spec
+
+
+def one_of_property(converter, field, **kwargs):
+    """apispec attribute function: a schemas.fields.OneOf item is `oneOf` references to its schemas."""
+    if isinstance(field, OneOf):
+        return {"oneOf": [converter.resolve_nested_schema(schema) for schema in field.schemas]}
+    return {}
 
 
 def _build(app):

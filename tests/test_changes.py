@@ -41,20 +41,28 @@ def ids_and_revisions(body):
 
 # -- revision ---------------------------------------------------------------------------------------
 
-def test_revision_grows_with_every_kind_of_change_shown(conn, client, org):
+def test_revision_and_etag_change_with_every_kind_of_change_shown(conn, client, org):
     shipment = make_shipment(conn, org["id"], reference="S-1")
     assert revision(client, org, shipment) == 1
     expected = 1
+    etags = set()
+
+    def etag():
+        return client.get(f"/shipments/shp_{shipment}", headers=auth(org["token"])).headers["ETag"]
 
     def changed(statement, *args):
         nonlocal expected
         sql(conn, statement, *args)
         expected += 1
         assert revision(client, org, shipment) == expected, statement
+        assert etag() not in etags, statement        # a new body, so a new ETag: a poller's 304 ends
+        etags.add(etag())
 
     def unchanged(statement, *args):
+        before = etag()
         sql(conn, statement, *args)
         assert revision(client, org, shipment) == expected, statement
+        assert etag() == before, statement
 
     changed("UPDATE shipments SET notes = 'fragile' WHERE id = %s", shipment)
     unchanged("UPDATE shipments SET notes = 'fragile' WHERE id = %s", shipment)

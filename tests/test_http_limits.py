@@ -9,6 +9,7 @@ from urllib.parse import quote
 
 import pytest
 
+from api.ids import CHANGE_CURSOR_PATTERN
 from api.params import TIME_PATTERN
 from gunicorn.http import errors as http_errors
 from serving import JsonErrorWorker, client_error
@@ -17,6 +18,7 @@ from tests.support.processes import ROOT, gunicorn
 
 CONF = runpy.run_path(str(ROOT / "gunicorn.conf.py"))
 LONGEST_TIME = "9999-12-31T23:59:59.999999+23:59"
+LONGEST_CURSOR = f"{2 ** 64 - 1}.{2 ** 63 - 1}"
 # The longest UTF-8 character: 4 bytes, 12 once percent-encoded.
 WIDEST_CHARACTER = "\U0001F951"
 
@@ -55,6 +57,9 @@ def longest_value(parameter):
     if pattern == TIME_PATTERN:
         assert re.fullmatch(pattern, LONGEST_TIME)
         return LONGEST_TIME
+    if pattern == CHANGE_CURSOR_PATTERN:
+        assert re.fullmatch(pattern, LONGEST_CURSOR)
+        return LONGEST_CURSOR
     if pattern == "^[^\\x00]*$":
         return WIDEST_CHARACTER * schema["maxLength"]
     if re.fullmatch(r"\^[a-z]{3}_\[1-9\]\[0-9\]\{0,17\}\$", pattern or ""):

@@ -1,8 +1,8 @@
 """Query-parameter schemas of the list endpoints (XListQuerySchema)."""
 from marshmallow import fields
 
-from api.params import (MAX_VALUE_LENGTH, OPTIONAL, Choice, CommaSeparated, IdList, Limit, PrefixedId,
-                        QuerySchema, TimeParam)
+from api.params import (MAX_VALUE_LENGTH, OPTIONAL, ChangeCursor, Choice, CommaSeparated, IdList, Limit,
+                        PrefixedId, QuerySchema, TimeParam)
 from api.schemas.checks import CHECK_STATUSES, DEFAULT_CHECK_STATUSES
 from api.schemas.fields import doc
 from models.webhooks import EVENT_TYPES
@@ -58,3 +58,7 @@ class EventListQuerySchema(QuerySchema):
     limit = Limit()
     starting_after = PrefixedId("msg", "Id of the last event of the previous page.")
 
+
+class ChangeListQuerySchema(QuerySchema):
+    since = ChangeCursor("`next_since` of the previous page; omitted: from the beginning.")
+    limit = Limit(default=100)
