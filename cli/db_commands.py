@@ -1,16 +1,47 @@
-"""`flask db init`: apply schema.sql (harmless to repeat)."""
+"""`flask db init | upgrade | status`: the schema and its numbered migrations (models/migrations.py)."""
 import click
+import psycopg2
 from flask.cli import AppGroup
 
 from cli.common import transaction
-from models import db
+from models import migrations
 
 db_cli = AppGroup("db", help="Database schema.")
 
 
+def _run(step):
+    """Run `step(conn)` in one transaction; a schema that cannot be used is a one-line error."""
+    connected = False
+    try:
+        with transaction() as conn:
+            connected = True
+            return step(conn)
+    except migrations.SchemaMismatch as error:
+        raise click.ClickException(str(error)) from None
+    except psycopg2.Error as error:
+        if connected:
+            raise
+        # A wrong URL or a server that is away: libpq's reason on one line, not a traceback.
+        raise click.ClickException(f"cannot connect to the database: {' '.join(str(error).split())}") from None
+
+
 @db_cli.command("init")
 def init():
-    """Create every table, index, view and trigger; safe to run again."""
-    with transaction() as conn:
-        db.apply_schema(conn)
-    click.echo("schema applied")
+    """Create the schema in a new database; upgrade one that has it. Safe to run again."""
+    click.echo(_run(migrations.init))
+
+
+@db_cli.command("upgrade")
+def upgrade():
+    """Apply the numbered migrations this database has not had, in order, in one transaction."""
+    click.echo(_run(lambda conn: migrations.describe(migrations.upgrade(conn))))
+
+
+@db_cli.command("status")
+def status():
+    """The schema version of the database and of this code; exits 1 unless they are equal."""
+    def check(conn):
+        done = migrations.applied_versions(conn)
+        migrations.require_current(conn)
+        return f"schema version {max(done, default=0)}, as this code needs"
+    click.echo(_run(check))

@@ -15,11 +15,9 @@ transaction) keeps holding the horizon: slower, never wrong.  docs/sync.md expla
 """
 from models.shipments import list_shipments
 
-# GET /changes: live and deleted shipments after a position, below the horizon, oldest change first.
-# Each branch is one range scan of its (organization_id, change_xid, id) index. A deleted shipment's
-# row is ignored while a shipment of that id exists (an id given again by hand).
-FEED_SQL = """
-WITH snapshot AS (SELECT pg_current_snapshot() AS taken),
+# The horizon: changes of transactions below it are final (module docstring).
+HORIZON_CTES = """
+snapshot AS (SELECT pg_current_snapshot() AS taken),
 elsewhere AS (
   SELECT a.backend_xid::text::bigint AS xid
     FROM pg_stat_activity a
@@ -28,7 +26,13 @@ horizon AS (
   SELECT coalesce((SELECT min(running.xid) FROM pg_snapshot_xip(snapshot.taken) AS running (xid)
                     WHERE (running.xid::text::bigint & 4294967295) NOT IN (SELECT xid FROM elsewhere)),
                   pg_snapshot_xmax(snapshot.taken)) AS xmin
-    FROM snapshot),
+    FROM snapshot)
+"""
+
+# GET /changes: live and deleted shipments after a position, below the horizon, oldest change first.
+# Each branch is one range scan of its (organization_id, change_xid, id) index. A deleted shipment's
+# row is ignored while a shipment of that id exists (an id given again by hand).
+FEED_SQL = "WITH" + HORIZON_CTES + """,
 live AS (
   SELECT s.id, s.revision, s.change_xid, NOT s.awaiting_approval AND NOT s.owned_elsewhere AS visible
     FROM shipments s

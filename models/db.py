@@ -1,6 +1,7 @@
 """Connections: a per-process pool, the embedded PostgreSQL default, applying schema.sql."""
 import logging
 import os
+import select
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -132,6 +133,81 @@ def close_pool():
         _pool = None
 
 
+# What says a connection is gone rather than a statement wrong; the equivalent of SQLAlchemy's
+# psycopg2 dialect `is_disconnect` (behind its pool_pre_ping): libpq's and psycopg2's own words, on
+# the first line of the message, outside any quoted text.
+_DISCONNECT_MESSAGES = ("terminating connection", "closed the connection", "connection not open",
+                        "could not receive data from server", "could not send data to server",
+                        "connection already closed", "cursor already closed", "losed the connection unexpectedly",
+                        "connection has been closed unexpectedly", "SSL SYSCALL error", "SSL error:")
+# SQLSTATE class 08 (connection exception), admin_shutdown, crash_shutdown, cannot_connect_now.
+_DISCONNECT_CODES = ("57P01", "57P02", "57P03")
+
+
+class DatabaseUnavailable(Exception):
+    """No connection to the database could be made (refused, unreachable, shutting down, wrong URL)."""
+
+
+def is_disconnect(error, conn=None):
+    """Whether a psycopg2 error means the connection is lost (so the server may be away), not a bad statement."""
+    if not isinstance(error, (psycopg2.OperationalError, psycopg2.InterfaceError)):
+        return False
+    if conn is not None and conn.closed:
+        return True
+    code = getattr(error, "pgcode", None) or ""
+    if code.startswith("08") or code in _DISCONNECT_CODES:
+        return True
+    first_line = str(error).partition("\n")[0]
+    for message in _DISCONNECT_MESSAGES:
+        at = first_line.find(message)
+        if at >= 0 and '"' not in first_line[:at]:
+            return True
+    return False
+
+
+def looks_alive(conn):
+    """Whether an idle pooled connection still looks usable, without a round trip.
+
+    An idle connection has nothing to read: when the server ends the session (pg_terminate_backend,
+    a restart, a failover, a proxy closing) it sends a FATAL message and closes, which makes the
+    socket readable. A poll of the socket is what a `SELECT 1` pre-ping would learn, for free; a
+    connection that dies after the check is caught by the caller's retry (api.context.first_statements).
+    """
+    if conn.closed:
+        return False
+    poller = select.poll()
+    try:
+        poller.register(conn.fileno(), select.POLLIN)
+    except (OSError, ValueError, psycopg2.InterfaceError):
+        return False
+    return not poller.poll(0)
+
+
+def checkout(url):
+    """A connection from the process's pool that looks alive; dead ones are closed and dropped from the pool.
+
+    Raises DatabaseUnavailable when a new connection cannot be made.
+    """
+    try:
+        pool = get_pool(url)
+        # The pool keeps few idle connections; every one may have died in the same outage.
+        for _attempt in range(pool.maxconn + 1):
+            conn = pool.getconn()
+            if looks_alive(conn):
+                return conn
+            pool.putconn(conn, close=True)
+    except psycopg2.pool.PoolError:
+        raise
+    except psycopg2.Error as error:
+        raise DatabaseUnavailable(" ".join(str(error).split()) or type(error).__name__) from error
+    raise DatabaseUnavailable("every pooled connection was dead")
+
+
+def checkin(url, conn, broken=False):
+    """Give a connection back to the pool; a broken or closed one is closed and dropped."""
+    get_pool(url).putconn(conn, close=broken or bool(conn.closed))
+
+
 @contextmanager
 def one_snapshot(conn):
     """Run the block's statements on one snapshot (a REPEATABLE READ transaction of its own).
@@ -151,10 +227,10 @@ def one_snapshot(conn):
 
 
 def apply_schema(conn):
-    """Apply schema.sql; safe to run on a database that already has it."""
-    with conn.cursor() as cur:
-        cur.execute("SET client_min_messages = warning")
-        cur.execute(SCHEMA_PATH.read_text())
+    """Apply schema.sql and record every migration as applied; safe to run on a database that has it."""
+    from models import migrations
+
+    migrations.apply_fresh_schema(conn)
 
 
 def group_rows(rows, key):

@@ -87,7 +87,9 @@ class Emptier:
         self.conn = psycopg2.connect(url)
         self.conn.autocommit = True
         with self.conn.cursor() as cur:
-            cur.execute("SELECT format('%I', tablename) FROM pg_tables WHERE schemaname = 'public' ORDER BY 1")
+            # schema_migrations describes the schema, not data: it stays.
+            cur.execute("SELECT format('%I', tablename) FROM pg_tables WHERE schemaname = 'public' "
+                        "AND tablename <> 'schema_migrations' ORDER BY 1")
             tables = [row[0] for row in cur.fetchall()]
             cur.execute("SELECT format('%I', sequencename) FROM pg_sequences WHERE schemaname = 'public'")
             sequences = [row[0] for row in cur.fetchall()]

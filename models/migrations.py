@@ -1,0 +1,142 @@
+"""Numbered migrations: how a database made by an older version becomes the current schema.
+
+`schema.sql` is the whole current schema, what `flask db init` applies to a new database.
+`migrations/NNNN_name.sql` are the steps from the first numbered schema (0001, the schema.sql of
+before migrations) to it, applied in order, each once, and recorded in `schema_migrations`.
+A change to the schema is written twice: in schema.sql and as the next migration;
+tests/test_migrations.py proves that both roads give the same schema (pg_dump --schema-only) and
+that upgrading a database holding data loses none of it.
+"""
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from models.db import PROJECT_DIR, SCHEMA_PATH
+
+MIGRATIONS_DIR = PROJECT_DIR / "migrations"
+_FILE_NAME = re.compile(r"([0-9]{4})_([a-z0-9_]+)\.sql")
+# Any constant will do: only concurrent `db init` / `db upgrade` runs must agree on it.
+_LOCK_KEY = 7_420_183_305
+
+HISTORY_SQL = """
+CREATE TABLE IF NOT EXISTS schema_migrations (
+  version    integer PRIMARY KEY CHECK (version >= 1),
+  name       text NOT NULL,
+  applied_at timestamptz NOT NULL DEFAULT now()
+)"""
+
+
+class SchemaMismatch(Exception):
+    """The database's schema is not one this code can use or upgrade (the message says why, in one line)."""
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    path: Path
+
+    def sql(self):
+        return self.path.read_text()
+
+
+def available(directory=MIGRATIONS_DIR):
+    """The migrations shipped with this code, in order; numbered 1, 2, 3... without gaps."""
+    found = []
+    for path in sorted(directory.glob("*.sql")):
+        match = _FILE_NAME.fullmatch(path.name)
+        if match is None:
+            raise SchemaMismatch(f"{path.name}: migration files are named NNNN_lowercase_name.sql")
+        found.append(Migration(int(match.group(1)), match.group(2), path))
+    if [migration.version for migration in found] != list(range(1, len(found) + 1)):
+        raise SchemaMismatch(f"migrations in {directory} are not numbered 1 to {len(found)} without gaps")
+    return found
+
+
+def applied_versions(conn):
+    """Versions recorded in schema_migrations (empty when the table does not exist)."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT to_regclass('schema_migrations') IS NOT NULL AS present")
+        if not cur.fetchone()["present"]:
+            return []
+        cur.execute("SELECT version FROM schema_migrations ORDER BY version")
+        return [row["version"] for row in cur.fetchall()]
+
+
+def _is_empty(conn):
+    with conn.cursor() as cur:
+        cur.execute("SELECT to_regclass('organizations') IS NULL AS empty")
+        return cur.fetchone()["empty"]
+
+
+def _record(conn, migrations):
+    with conn.cursor() as cur:
+        cur.execute(HISTORY_SQL)
+        for migration in migrations:
+            cur.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                        (migration.version, migration.name))
+
+
+def _lock(conn):
+    with conn.cursor() as cur:
+        cur.execute("SET client_min_messages = warning")
+        cur.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+
+
+def apply_fresh_schema(conn):
+    """schema.sql, recorded as every migration applied (it is their sum); harmless to repeat."""
+    with conn.cursor() as cur:
+        cur.execute("SET client_min_messages = warning")
+        cur.execute(SCHEMA_PATH.read_text())
+    _record(conn, available())
+
+
+def upgrade(conn):
+    """Apply the migrations the database has not had, in the caller's transaction; returns them.
+
+    A database without history that holds tables predates numbered migrations: migration 1 (the
+    last schema.sql of that time, written to bring any earlier one up to date) is applied first.
+    """
+    _lock(conn)
+    migrations = available()
+    done = set(applied_versions(conn))
+    newest = max(done, default=0)
+    if newest > len(migrations):
+        raise SchemaMismatch(f"the database is at schema version {newest}, newer than this code knows "
+                             f"({len(migrations)}): run the newer code, or restore a backup")
+    pending = [migration for migration in migrations if migration.version not in done]
+    with conn.cursor() as cur:
+        cur.execute(HISTORY_SQL)
+        for migration in pending:
+            cur.execute(migration.sql())
+            cur.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
+                        (migration.version, migration.name))
+    return pending
+
+
+def init(conn):
+    """A new database gets schema.sql; one that already has a schema is upgraded. Returns what was done."""
+    _lock(conn)
+    if _is_empty(conn) and not applied_versions(conn):
+        apply_fresh_schema(conn)
+        return "created the schema (version %d)" % len(available())
+    pending = upgrade(conn)
+    return describe(pending)
+
+
+def describe(pending):
+    """One line saying what an upgrade did."""
+    if not pending:
+        return f"the schema is up to date (version {len(available())})"
+    return "applied " + ", ".join(f"{migration.version:04d}_{migration.name}" for migration in pending)
+
+
+def require_current(conn):
+    """Raise SchemaMismatch unless the database has every migration this code has and no newer one."""
+    done, known = applied_versions(conn), len(available())
+    newest = max(done, default=0)
+    if newest > known:
+        raise SchemaMismatch(f"the database is at schema version {newest}, newer than this code knows ({known})")
+    if len(done) < known:
+        raise SchemaMismatch(f"the database is at schema version {newest} and this code needs {known}: "
+                             f"run `flask --app app db upgrade`")
