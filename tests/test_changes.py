@@ -1,5 +1,9 @@
 """Shipment revisions and GET /changes: every change counted, the feed without gaps under concurrent writers."""
+import json
+import os
 import random
+import subprocess
+import sys
 import threading
 import time
 
@@ -7,6 +11,7 @@ import pytest
 
 from models import db
 from tests.support.factories import auth, insert, make_container, make_label, make_org, make_shipment, make_token
+from tests.support.processes import ROOT, gunicorn, stop
 
 INVALID_SINCE = "since must be a cursor as `next_since` gave it, such as 0.0."
 
@@ -427,3 +432,50 @@ def walk_shipments(client, org):
         if not body["has_more"]:
             return items
         after = body["data"][-1]["id"]
+
+
+# -- the poller of docs/sync.md ------------------------------------------------------------------------
+
+def documented_poller():
+    """The Python block of docs/sync.md's "Mirroring shipments with the feed"."""
+    text = (ROOT / "docs" / "sync.md").read_text()
+    section = text.split("## Mirroring shipments with the feed", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+@pytest.mark.slow
+def test_the_documented_poller_keeps_an_exact_copy(conn, org, database_url, tmp_path):
+    made = [make_shipment(conn, org["id"]) for _ in range(3)]
+    hidden = make_shipment(conn, org["id"])
+    (tmp_path / "mirror.py").write_text(documented_poller())
+    with gunicorn(database_url, tmp_path) as base:
+        env = {**os.environ, "SHIPTRACK_URL": base, "SHIPTRACK_TOKEN": org["token"]}
+        poller = subprocess.Popen([sys.executable, "mirror.py"], cwd=tmp_path, env=env,
+                                  stdout=subprocess.PIPE, text=True)
+        try:
+            assert poller.stdout.readline() == "4 shipments, cursor " + feed_position(conn, org) + "\n"
+            copy = json.loads((tmp_path / "mirror.json").read_text())
+            assert sorted(copy["shipments"]) == sorted(f"shp_{number}" for number in [*made, hidden])
+            sql(conn, "UPDATE shipments SET awaiting_approval = true WHERE id = %s", hidden)
+            sql(conn, "UPDATE shipments SET notes = 'changed' WHERE id = %s", made[0])
+        finally:
+            stop(poller)
+            poller.stdout.close()
+        # Started again, it goes on from the cursor it saved with the copy (its next poll is 30 s away,
+        # so a second process makes that poll now).
+        poller = subprocess.Popen([sys.executable, "mirror.py"], cwd=tmp_path, env=env,
+                                  stdout=subprocess.PIPE, text=True)
+        try:
+            assert poller.stdout.readline() == "3 shipments, cursor " + feed_position(conn, org) + "\n"
+        finally:
+            stop(poller)
+            poller.stdout.close()
+    copy = json.loads((tmp_path / "mirror.json").read_text())
+    assert sorted(copy["shipments"]) == sorted(f"shp_{number}" for number in made)
+    assert copy["shipments"][f"shp_{made[0]}"]["notes"] == "changed"
+
+
+def feed_position(conn, org):
+    with conn.cursor() as cur:
+        cur.execute(LATEST_SQL, {"org": org["id"]})
+        return cur.fetchone()["position"]
