@@ -16,6 +16,9 @@ DEFAULTS = {
     "DATABASE_URL": None,
     # Folder holding document files; the database stores each file's key in it. Beside the code for a checkout.
     "STORAGE_DIR": str(Path(__file__).resolve().parent / "storage"),
+    # Retry-After of the 503 answered while the database cannot be reached: a pooled connection is
+    # replaced as soon as the server is back, so a short wait is enough, and short enough to poll.
+    "DATABASE_RETRY_AFTER": 5,
     # Requests per window by token, by address, and by address without a token (SPEC: rate limits).
     "RATE_LIMITS": {"window_seconds": 300, "per_token": 600, "per_ip": 1200, "anonymous_per_ip": 30},
     # Proxies in front of the service whose X-Forwarded-For hop is trusted; 0 trusts none (direct exposure).

@@ -1,4 +1,5 @@
 """GET views that carry their own OpenAPI documentation; api/openapi.py reads it back from app.url_map."""
+import copy
 import inspect
 import re
 from dataclasses import dataclass, field
@@ -18,6 +19,8 @@ ERROR_RESPONSES = {
            "wrong, expired or revoked token) count toward it: they are answered 401 `invalid_token` until it is "
            "spent, then 429 with a message saying that failed authentications are counted and when the count "
            "resets. A valid token from the same address is counted separately and is not held up.",
+    "503": "The service cannot reach its database (`service_unavailable`); `Retry-After` gives seconds to wait. "
+           "It recovers by itself once the database is back. Not counted against the rate limits.",
 }
 
 
@@ -95,9 +98,16 @@ NOT_MODIFIED = ("Not Modified: `If-None-Match` names the current `ETag` (weak co
                 "not counted against the rate limits, so `RateLimit` shows the state without this request.")
 
 
-def _error(description):
+# A 503 is answered before the request could be counted: Retry-After instead of the RateLimit headers.
+SERVICE_UNAVAILABLE_HEADERS = {"Retry-After": {
+    "schema": {"type": "integer", "minimum": 1},
+    "description": "Seconds to wait before retrying while the database cannot be reached."}}
+
+
+def _error(status, description):
+    headers = SERVICE_UNAVAILABLE_HEADERS if status == "503" else RATE_LIMIT_HEADERS
     return {"description": description, "content": {"application/json": {"schema": "Error"}},
-            "headers": dict(RATE_LIMIT_HEADERS)}
+            "headers": copy.deepcopy(headers)}
 
 
 def operation(doc, rule):
@@ -110,7 +120,8 @@ def operation(doc, rule):
     if doc.query is not None:
         parameters.append({"in": "query", "schema": doc.query})
     if doc.public:
-        # No token and no version: only the per-IP rate limit can refuse the request.
+        # No token and no version: only the per-IP rate limit can refuse the request (and never a 503:
+        # while the database is away these are served uncounted, api/guard.py).
         security, errors = [], {"429": ERROR_RESPONSES["429"]}
     else:
         # `read` is the only scope and every token has it (the scheme's description says so): an
@@ -124,5 +135,5 @@ def operation(doc, rule):
               "security": security}
     result["parameters"] = parameters
     result["responses"] = {"200": success, "304": not_modified,
-                           **{code: _error(text) for code, text in sorted(errors.items())}}
+                           **{code: _error(code, text) for code, text in sorted(errors.items())}}
     return result

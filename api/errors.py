@@ -1,6 +1,13 @@
 """The one error contract: {error: {type, code, message, param}}, produced here only."""
-from flask import jsonify
+import logging
+
+import psycopg2
+from flask import current_app, g, jsonify
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
+
+from models import db
+
+log = logging.getLogger(__name__)
 
 REALM = "Shipment Tracking API"
 
@@ -114,8 +121,21 @@ class RateLimited(ApiError):
         super().__init__(message, headers={"Retry-After": str(retry_after)})
 
 
+class ServiceUnavailable(ApiError):
+    """503: the database cannot be reached; Retry-After says when to try again (the service recovers by itself)."""
+
+    status = 503
+    type = "api_error"
+    code = "service_unavailable"
+    versioned = False
+
+    def __init__(self, retry_after):
+        super().__init__(f"The service cannot reach its database right now. Retry after the number of seconds "
+                         f"in Retry-After ({retry_after}).", headers={"Retry-After": str(retry_after)})
+
+
 ERROR_CLASSES = (InvalidParameter, InvalidVersion, MissingToken, InvalidToken, InsufficientScope,
-                 ResourceMissing, MethodNotAllowedError, RateLimited)
+                 ResourceMissing, MethodNotAllowedError, RateLimited, ServiceUnavailable)
 
 
 def error_response(error):
@@ -149,7 +169,22 @@ def _from_http_exception(exc):
     return error
 
 
+def _database_unavailable(error):
+    log.warning("database unreachable, answered 503: %s", error)
+    return error_response(ServiceUnavailable(current_app.config["DATABASE_RETRY_AFTER"]))
+
+
+def _database_error(error):
+    # Only a lost connection is the database being away; any other error is a bug and stays a 500.
+    if not db.is_disconnect(error, g.get("conn")):
+        raise error
+    return _database_unavailable(" ".join(str(error).split()))
+
+
 def register_error_handlers(app):
-    """Route every ApiError and werkzeug HTTPException through error_response."""
+    """Route every ApiError, werkzeug HTTPException and lost database through error_response."""
     app.register_error_handler(ApiError, error_response)
     app.register_error_handler(HTTPException, lambda exc: error_response(_from_http_exception(exc)))
+    app.register_error_handler(db.DatabaseUnavailable, _database_unavailable)
+    app.register_error_handler(psycopg2.OperationalError, _database_error)
+    app.register_error_handler(psycopg2.InterfaceError, _database_error)

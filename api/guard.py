@@ -1,10 +1,11 @@
 """What runs before every view: rate limits, the bearer token, the Service-Version header."""
+import psycopg2
 from flask import current_app, g, request
 
 from api import versions
-from api.context import get_conn
+from api.context import first_statements, get_conn
 from api.errors import InvalidParameter, InvalidToken, InvalidVersion, MissingToken, RateLimited
-from models import organizations, rate_limits, tokens
+from models import db, organizations, rate_limits, tokens
 
 # Endpoints that need no token (they still count toward the per-IP limit without a token).
 PUBLIC_ENDPOINTS = {"openapi.get_openapi_document", "docs_page.get_docs_page", "docs_page.get_docs_asset"}
@@ -25,11 +26,17 @@ def guard_request():
     g.rate_limit = None
     g.rate_limit_counted = None
     token = bearer_token()
-    principal = None
-    if token is not None and tokens.TOKEN_PATTERN.fullmatch(token):
-        principal = tokens.authenticate(get_conn(), token)
-    enforce_rate_limits(principal, failed_authentication=token is not None and principal is None)
-    if request.routing_exception is not None or request.endpoint in PUBLIC_ENDPOINTS:
+    public = request.routing_exception is None and request.endpoint in PUBLIC_ENDPOINTS
+    try:
+        principal, policies, counts = first_statements(lambda conn: authenticate_and_count(conn, token))
+    except db.DatabaseUnavailable:
+        if public:
+            # The description and its page need no database: while it is away they are served
+            # uncounted (no RateLimit headers); everything else is 503 (docs/authentication.md).
+            return
+        raise
+    enforce_rate_limits(principal, policies, counts, failed_authentication=token is not None and principal is None)
+    if request.routing_exception is not None or public:
         return
     if token is None:
         raise MissingToken("No API token was sent. Send it as `Authorization: Bearer <ACCESS_TOKEN>`.")
@@ -39,12 +46,11 @@ def guard_request():
     g.version = resolve_version(principal)
 
 
-def enforce_rate_limits(principal, failed_authentication=False):
-    """Count this request; raise 429 when a limit of the spec is passed.
-
-    Keeps the limit closest to running out in `g.rate_limit` for the RateLimit headers of the response.
-    """
-    limits = current_app.config["RATE_LIMITS"]
+def authenticate_and_count(conn, token):
+    """(principal or None, buckets, counts): the request's first statements, which first_statements may repeat."""
+    principal = None
+    if token is not None and tokens.TOKEN_PATTERN.fullmatch(token):
+        principal = tokens.authenticate(conn, token)
     address = request.remote_addr or "unknown"
     if principal is not None:
         policies = {f"token:{principal['token_id']}": "per_token", f"ip:{address}": "per_ip"}
@@ -52,7 +58,16 @@ def enforce_rate_limits(principal, failed_authentication=False):
         # Failed authentications share the budget of requests without a token (spec: 30 per IP),
         # so a valid token from the same address is never held up by someone else's bad ones.
         policies = {f"anonymous:{address}": "anonymous_per_ip"}
-    counts = rate_limits.count_request(get_conn(), policies, limits["window_seconds"])
+    counts = rate_limits.count_request(conn, policies, current_app.config["RATE_LIMITS"]["window_seconds"])
+    return principal, policies, counts
+
+
+def enforce_rate_limits(principal, policies, counts, failed_authentication=False):
+    """Raise 429 when this request's count passed a limit of the spec.
+
+    Keeps the limit closest to running out in `g.rate_limit` for the RateLimit headers of the response.
+    """
+    limits = current_app.config["RATE_LIMITS"]
     states = limit_states(policies, counts, limits)
     g.rate_limit = closest_limit(states)
     # What give_back_count needs to take this request back from the window it was counted in.
@@ -92,7 +107,13 @@ def give_back_count():
         return
     policies, window_start = counted
     limits = current_app.config["RATE_LIMITS"]
-    counts = rate_limits.uncount_request(get_conn(), policies, window_start, limits["window_seconds"])
+    try:
+        counts = rate_limits.uncount_request(get_conn(), policies, window_start, limits["window_seconds"])
+    except (db.DatabaseUnavailable, psycopg2.OperationalError, psycopg2.InterfaceError) as error:
+        if isinstance(error, psycopg2.Error) and not db.is_disconnect(error, g.get("conn")):
+            raise
+        # The 304 is still right; the database went away after the view, so its count stays.
+        return
     if set(counts) != set(policies):
         # The window was pruned meanwhile (a request outliving two windows): nothing left to give back.
         return

@@ -78,16 +78,14 @@ def add_member(conn, organization_id, user_id, role):
 
 
 def remove_member(conn, organization_id, user_id):
-    """Mark a member removed; their tokens stop working at once. Returns the row or None."""
+    """Mark a member removed; their tokens are revoked at once (by a trigger). Returns the row or None."""
     with conn.cursor() as cur:
         cur.execute("UPDATE memberships SET removed_at = coalesce(removed_at, now()) "
                     "WHERE organization_id = %(org)s AND user_id = %(user)s RETURNING id, removed_at",
                     {"org": organization_id, "user": user_id})
-        removed = cur.fetchone()
-        # Revoked, not just suspended: re-adding the person later must not bring old tokens back.
-        cur.execute("UPDATE tokens SET revoked_at = now() WHERE organization_id = %(org)s "
-                    "AND user_id = %(user)s AND revoked_at IS NULL", {"org": organization_id, "user": user_id})
-        return removed
+        # The trigger memberships_revoke_tokens (schema.sql) revokes their tokens, for every writer:
+        # revoked, not just suspended, so re-adding the person later does not bring them back.
+        return cur.fetchone()
 
 
 def get_membership(conn, organization_id, email):

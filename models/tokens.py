@@ -80,9 +80,9 @@ def create_token(conn, organization_id, user_id, name, expires):
 # tokens list: every token of an organization with its owner and state.
 _LIST_SQL = """
 SELECT t.id, t.name, u.email AS user_email, t.created_at, t.expires_at, t.revoked_at,
-       CASE WHEN t.revoked_at IS NOT NULL THEN 'revoked'
+       CASE WHEN m.removed_at IS NOT NULL THEN 'member_removed'  -- also revoked (memberships_revoke_tokens)
+            WHEN t.revoked_at IS NOT NULL THEN 'revoked'
             WHEN t.expires_at IS NOT NULL AND t.expires_at <= now() THEN 'expired'
-            WHEN m.removed_at IS NOT NULL THEN 'member_removed'
             ELSE 'active' END AS state
   FROM tokens t JOIN users u ON u.id = t.user_id
   JOIN memberships m ON m.organization_id = t.organization_id AND m.user_id = t.user_id

@@ -222,7 +222,7 @@ def test_openapi_describes_the_read_endpoints(client):
         assert operation["operationId"] == operation_id
         assert operation["responses"]["200"]["content"]["application/json"]["schema"] == {
             "$ref": f"#/components/schemas/{component}"}
-        assert set(operation["responses"]) == {"200", "304", "400", "401", "404", "429"}
+        assert set(operation["responses"]) == {"200", "304", "400", "401", "404", "429", "503"}
     download = document["paths"]["/documents/{document_id}/file"]["get"]
     assert download["operationId"] == "download_document_file"
     assert list(download["responses"]["200"]["content"]) == list(FILE_MEDIA_TYPES)

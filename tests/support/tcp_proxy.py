@@ -1,0 +1,104 @@
+"""A TCP forwarder on 127.0.0.1 that can be stopped and started again: a database outage on demand.
+
+`stop()` closes the listening socket and every forwarded connection (clients read EOF, as when a
+server restarts or a network path drops them); new connections are refused until `start()`
+listens again on the same port.
+"""
+import socket
+import threading
+
+from tests.support.processes import free_port
+
+
+class TcpProxy:
+    """Forwards 127.0.0.1:`port` to `target`: (host, port), or (socket directory, port) of a local PostgreSQL."""
+
+    def __init__(self, target, port=None):
+        self.target = target
+        self.port = port or free_port()
+        self._lock = threading.Lock()
+        self._listener = None
+        self._sockets = set()
+
+    def start(self):
+        """Listen (again) on the proxy's port."""
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(64)
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+        return self
+
+    def stop(self):
+        """Refuse new connections and cut every open one."""
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            _close(listener)
+        with self._lock:
+            sockets, self._sockets = self._sockets, set()
+        for sock in sockets:
+            _close(sock)
+
+    def url(self, database_url):
+        """`database_url` with its host and port replaced by the proxy's."""
+        from psycopg2.extensions import make_dsn, parse_dsn
+
+        return make_dsn(**{**parse_dsn(database_url), "host": "127.0.0.1", "port": str(self.port)})
+
+    def _accept(self, listener):
+        while True:
+            try:
+                client, _address = listener.accept()
+            except OSError:
+                return  # stopped
+            try:
+                upstream = self._connect_upstream()
+            except OSError:
+                _close(client)
+                continue
+            with self._lock:
+                if self._listener is not listener:  # stopped meanwhile
+                    _close(client)
+                    _close(upstream)
+                    return
+                self._sockets.update((client, upstream))
+            for source, sink in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    def _connect_upstream(self):
+        host, port = self.target
+        if host.startswith("/"):  # a PostgreSQL socket directory (the embedded server)
+            upstream = socket.socket(socket.AF_UNIX)
+            upstream.settimeout(5)
+            upstream.connect(f"{host}/.s.PGSQL.{port}")
+        else:
+            upstream = socket.create_connection((host, port), timeout=5)
+        upstream.settimeout(None)
+        return upstream
+
+    def _pump(self, source, sink):
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                _close(sock)
+            with self._lock:
+                self._sockets.difference_update((source, sink))
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def _close(sock):
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    sock.close()
