@@ -10,12 +10,12 @@ from api.ids import PREFIXES, format_id
 from cli.common import print_table, require_id, require_member, require_organization, transaction
 from delivery import recording, retry, signing, ssrf
 from delivery.attempts import send_delivery, utcnow
-from delivery.outbox import render_pending
+from delivery.outbox import RENDER_BATCH, render_pending
 from delivery.settings import Settings
 from models import events, organizations, webhook_deliveries, webhooks
 
-webhooks_cli = AppGroup("webhooks",
-                        help="Webhook endpoints: add, list, secrets, enable/disable, test, resend, recover.")
+webhooks_cli = AppGroup("webhooks", help="Webhook endpoints: add, list, secrets, enable/disable, test, resend, "
+                                         "recover; events that could not be rendered.")
 
 MANAGERS = ("admin", "owner")
 EVENT, ENDPOINT = PREFIXES["webhook_event"], PREFIXES["webhook_endpoint"]
@@ -204,7 +204,7 @@ def test(endpoint_id, actor):
         # Rendered through the outbox like any event, in this transaction, so no pass renders it first.
         render_pending(conn, utcnow(), event_ids=[event["id"]])
         claimed = webhook_deliveries.create_claimed(conn, event["id"], found["id"], "test", 1, lease_until,
-                                                    str(uuid.uuid4()))
+                                                    str(uuid.uuid4()), utcnow())
     if not _send_now([claimed]):
         raise click.ClickException("the test event was not delivered")
 
@@ -226,6 +226,9 @@ def resend(event_id, endpoint_id, actor):
             raise click.ClickException(f"no event {event_id} to resend")
         if actor:
             require_member(conn, organizations.get_organization(conn, event["organization_id"]), actor, MANAGERS)
+        if event["state"] == "render_failed":
+            raise click.ClickException(f"{event_id} could not be rendered ({event['render_error']}); fix the cause, "
+                                       f"then: flask --app app webhooks retry-render {event_id}")
         if event["state"] != "rendered":
             raise click.ClickException(f"{event_id} is about a shipment that can no longer be shown; nothing to send")
         if endpoint_id:
@@ -240,7 +243,7 @@ def resend(event_id, endpoint_id, actor):
         if not targets:
             raise click.ClickException(f"no enabled endpoint receives {event['type']}")
         claimed = [webhook_deliveries.create_claimed(conn, number, target, "resend", retry.MAX_ATTEMPTS,
-                                                     lease_until, str(uuid.uuid4())) for target in targets]
+                                                     lease_until, str(uuid.uuid4()), utcnow()) for target in targets]
     if not _send_now(claimed):
         raise click.ClickException("not every endpoint accepted the event")
 
@@ -274,8 +277,75 @@ def attempts(endpoint_id, limit, actor):
         rows = webhooks.list_attempts(conn, _endpoint(conn, endpoint_id, actor)["id"], limit)
     for row in rows:
         row["event"] = format_id(EVENT, row["event_id"])
-        row["status"] = "succeeded" if row["succeeded"] else "failed"
+        row["status"] = row["state"]
         row["next_attempt"] = row["next_attempt_at"] if row["delivery_state"] == "pending" else None
         row["reply"] = (row["response_body"] or "")[:60].replace("\n", " ")
     print_table(rows, ["attempted_at", "event", "type", "attempt", "reason", "status", "status_code",
                        "duration_ms", "address", "error", "next_attempt", "reply"])
+
+
+@webhooks_cli.command("render-failures")
+@click.option("--org", "slug", help="Only this organization's events.")
+@click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
+@_actor
+def render_failures(slug, limit, actor):
+    """Events the serialiser could not render (never sent until retried), oldest first, with the error."""
+    if actor and not slug:
+        raise click.UsageError("--as needs --org")
+    with transaction() as conn:
+        org = require_organization(conn, slug) if slug else None
+        if actor:
+            require_member(conn, org, actor, MANAGERS)
+        rows = events.list_render_failures(conn, org and org["id"], limit)
+    for row in rows:
+        row["event"] = format_id(EVENT, row["id"])
+        row["subject"] = (format_id(PREFIXES["monitoring_alert"], row["alert_id"]) if row["alert_id"]
+                          else format_id(PREFIXES["shipment"], row["shipment_id"]) if row["shipment_id"] else None)
+        row["created_at"], row["failed_at"] = _when(row["created_at"]), _when(row["failed_at"])
+    print_table(rows, ["event", "organization", "type", "subject", "created_at", "failed_at", "render_error"])
+
+
+@webhooks_cli.command("retry-render")
+@click.argument("event_ids", nargs=-1)
+@click.option("--all", "every", is_flag=True, help="Every event that could not be rendered (with --org: its events).")
+@click.option("--org", "slug", help="With --all: only this organization's events.")
+@_actor
+def retry_render(event_ids, every, slug, actor):
+    """Render failed events again now (after the fix); rendered ones are fanned out and sent by the next pass."""
+    if bool(event_ids) == every:
+        raise click.UsageError("name events (msg_<n> ...) or give --all")
+    if actor and not (slug or event_ids):
+        raise click.UsageError("--as needs --org or named events")
+    numbers = [require_id(value, EVENT, "event") for value in event_ids] or None
+    with transaction() as conn:
+        org = require_organization(conn, slug) if slug else None
+        if actor and org:
+            require_member(conn, org, actor, MANAGERS)
+        if numbers and actor:
+            for number in numbers:
+                found = events.get_event(conn, number)
+                if found is not None:
+                    require_member(conn, organizations.get_organization(conn, found["organization_id"]), actor,
+                                   MANAGERS)
+        retried = events.retry_render_failures(conn, numbers, org and org["id"])
+        missing = sorted(set(numbers or ()) - set(retried))
+        if missing:
+            raise click.ClickException(", ".join(format_id(EVENT, n) for n in missing)
+                                       + " did not fail to render; nothing to retry")
+        for start in range(0, len(retried), RENDER_BATCH):
+            render_pending(conn, utcnow(), RENDER_BATCH, event_ids=retried[start:start + RENDER_BATCH])
+        outcomes = {row["id"]: row for row in (events.get_event(conn, number) for number in retried)}
+    failed = 0
+    for number in retried:
+        row = outcomes[number]
+        if row["state"] == "render_failed":
+            failed += 1
+            click.echo(f"{format_id(EVENT, number)}: still fails: {row['render_error']}")
+        elif row["state"] == "skipped":
+            click.echo(f"{format_id(EVENT, number)}: skipped (its subject can no longer be shown)")
+        else:
+            click.echo(f"{format_id(EVENT, number)}: rendered; the next delivery pass sends it")
+    if not retried:
+        click.echo("no event failed to render")
+    if failed:
+        raise click.ClickException(f"{failed} of {len(retried)} events still fail to render")

@@ -5,7 +5,7 @@ import signal
 
 from config import DEFAULTS, configure_logging, load_config
 from delivery.settings import Settings
-from delivery.worker import Dispatcher
+from delivery.worker import DatabaseUnavailable, Dispatcher
 from models import db
 
 
@@ -39,6 +39,9 @@ def main(argv=None):
             dispatcher.watch()
         else:
             dispatcher.run_pass(args.seconds)
+    except DatabaseUnavailable as error:
+        logging.getLogger("delivery").error("database unreachable, giving up error=%r", str(error))
+        raise SystemExit(1) from None
     finally:
         dispatcher.close()
 

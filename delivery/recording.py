@@ -65,11 +65,11 @@ def record(conn, results):
         finish.append((delivery.id, str(delivery.lease_token), delivery.attempt, state, due, outcome.status_code,
                        outcome.error, None if state == "pending" else result.finished_at))
     ours = webhook_deliveries.finish_deliveries(conn, finish)
-    webhook_deliveries.insert_attempts(conn, [
-        (r.delivery.id, r.delivery.endpoint_id, r.delivery.event_id, r.delivery.attempt, r.delivery.reason,
-         r.attempted_at, r.outcome.duration_ms, r.outcome.succeeded, r.outcome.status_code, r.outcome.error,
-         r.outcome.response_body, r.outcome.address)
-        for r in results if r.delivery.id in ours])
+    # Every attempt row gets what its request really gave, even when the lease was lost meanwhile.
+    webhook_deliveries.finish_attempts(conn, [
+        (r.delivery.attempt_id, r.attempted_at, r.outcome.duration_ms, r.outcome.succeeded, r.outcome.status_code,
+         r.outcome.error, r.outcome.response_body, r.outcome.address)
+        for r in results])
     for endpoint in endpoints.values():
         if endpoint.get("changed") and (endpoint["failing_since"], endpoint["last_failure_at"]) != endpoint["was"]:
             webhook_deliveries.update_endpoint_health(conn, endpoint["id"], endpoint["failing_since"],
@@ -91,7 +91,7 @@ def _log(result, step, ours):
               f"duration_ms={outcome.duration_ms}")
     state, due = step
     if not ours:
-        log.warning("lease lost, outcome not recorded %s", fields)
+        log.warning("lease lost, outcome kept in the attempt log only %s", fields)
     elif state == "succeeded":
         log.debug("delivered %s", fields)
     elif state == "pending":

@@ -12,8 +12,15 @@ How that is done with requests (2.32+, urllib3 2.x):
   so urllib3 sends SNI for, and checks the certificate against, the host name;
 - requests' timeouts bound each socket operation, not the attempt, so
   `_DeadlineConnection` (the pools' connection class) hands its socket to the
-  WATCHDOG at the attempt's deadline, which travels in a threading.local.
+  WATCHDOG at the attempt's deadline, which travels in a threading.local;
+- the DNS lookup of the SSRF guard runs on a small thread pool, so that it too ends at the
+  deadline (getaddrinfo cannot be interrupted: a stuck lookup keeps its thread, not the worker).
+
+The whole exchange is inside the 15 s: lookup, connect, TLS, request, status line, headers and the
+reply's first 2 KB (or all of it, when shorter).  A reply not complete at the deadline is a failure,
+whatever status line came first.
 """
+import concurrent.futures
 import http.client
 import http.cookiejar
 import socket
@@ -195,6 +202,7 @@ class Sender:
         self.service_domain = service_domain
         self.answer_seconds, self.total_seconds = answer_seconds, total_seconds
         self.resolver = resolver
+        self._lookups = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="webhook-dns")
 
     def check(self, url):
         """The checked Target for `url`, or ssrf.RefusedUrl."""
@@ -203,8 +211,13 @@ class Sender:
     def send(self, url, secret, message_id, body, timestamp):
         """POST `body` signed for this attempt's `timestamp`; never raises for the receiver's faults."""
         started = time.monotonic()
+        lookup = self._lookups.submit(self.check, url)
         try:
-            target = self.check(url)
+            target = lookup.result(timeout=self.total_seconds)
+        except concurrent.futures.TimeoutError:
+            lookup.cancel()
+            return Outcome(False, None, f"timed out after {self.total_seconds:g} s resolving the host name",
+                           None, None, _ms(started))
         except ssrf.RefusedUrl as refusal:
             return Outcome(False, None, f"refused: {refusal}", None, None, _ms(started))
         host = _bracket(target.host)
@@ -236,18 +249,28 @@ class Sender:
                     return None
                 return self._failure(error, root, fired, target, started)
             try:
-                kept = _read_start(response.raw)
+                kept, complete, cut = _read_start(response.raw)
             finally:
                 # A reply read to its end has already gone back to the pool; any other closes its connection.
                 response.close()
-                attempt.finish()
+                fired = attempt.finish()
+            if fired and complete is not True:
+                return Outcome(False, response.status_code,
+                               f"timed out after {self.total_seconds:g} s while reading the reply "
+                               f"(HTTP {response.status_code}, {len(kept)} bytes of it had come)",
+                               _text(kept), target.address, _ms(started))
+            if cut is not None or complete is False:
+                return Outcome(False, response.status_code,
+                               f"reply cut short after {len(kept)} bytes (HTTP {response.status_code})"
+                               + (f": {type(cut).__name__}: {cut}" if cut is not None else ""),
+                               _text(kept), target.address, _ms(started))
             return self._judge(response, answered, kept, target, started)
         finally:
             _local.attempt = None
 
     def _judge(self, response, answered, kept, target, started):
         status = response.status_code
-        text = kept.decode("utf-8", "replace").replace("\x00", "\ufffd")
+        text = _text(kept)
         error = None
         if 300 <= status < 400:
             where = response.headers.get("Location")
@@ -274,20 +297,37 @@ class Sender:
     def close(self):
         """Close every kept-alive connection."""
         self.session.close()
+        self._lookups.shutdown(wait=False, cancel_futures=True)
 
 
 def _read_start(raw):
-    """The first KEEP_BYTES of the reply (as they came, not decoded); a cut reply only shortens them."""
+    """(the first KEEP_BYTES of the reply as they came, complete, error that cut it).
+
+    complete is True when those bytes, or the whole reply of a declared length, arrived; None for
+    a reply without a length that ended (its end and a socket the deadline shut look the same);
+    False when it ended early.
+    """
     kept = b""
     try:
         while len(kept) < KEEP_BYTES:
             chunk = raw.read1(KEEP_BYTES - len(kept), decode_content=False)
             if not chunk:
-                break
+                # An end of stream before the declared length raises; a shut socket may also end like this.
+                return kept, _ended(raw), None
             kept += chunk
-    except (OSError, http.client.HTTPException, urllib3.exceptions.HTTPError):
-        pass  # the status already decided the outcome; a cut body only shortens the log
-    return kept
+    except (OSError, http.client.HTTPException, urllib3.exceptions.HTTPError) as error:
+        return kept, False, _root(error)
+    return kept, True, None
+
+
+def _ended(raw):
+    """True when the reply was read to its declared length, None when it declared none, else False."""
+    remaining = getattr(raw, "length_remaining", None)
+    return None if remaining is None else remaining == 0
+
+
+def _text(kept):
+    return kept.decode("utf-8", "replace").replace("\x00", "\ufffd")
 
 
 def _root(error):

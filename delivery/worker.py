@@ -3,15 +3,22 @@
 One database connection is used by the loop only; requests run on a thread pool
 and hand their outcomes back through a queue, so recording is batched and no
 request ever holds a connection or a transaction open.
+
+A lost database connection (a restart, a failover, pg_terminate_backend) never ends the loop:
+it reconnects with backoff, and the outcomes of requests that finished meanwhile stay in memory
+until they are recorded, so a blip sends nothing twice.
 """
 import logging
 import os
 import queue
+import random
 import select
 import time
 import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+
+import psycopg2
 
 from api.ids import PREFIXES, format_id
 from delivery import mailer, recording, retry
@@ -24,6 +31,22 @@ log = logging.getLogger("delivery")
 RENDER_SECONDS = 0.1  # a turn of the loop renders this long at most, then records and claims
 RENDER_IDLE_SECONDS = 0.2
 NOTIFY_CHANNEL = "webhook_events"
+# Reconnecting after a lost connection: the first try at once, then waits doubling up to the cap.
+RECONNECT_FIRST_SECONDS = 0.1
+RECONNECT_MAX_SECONDS = 5.0
+# Due work this loop could not claim (another process holds the endpoint's cap): look again this often.
+BLOCKED_POLL_SECONDS = 0.25
+
+
+def connection_lost(error):
+    """True when a database error means the connection is gone (not a failed statement)."""
+    if isinstance(error, psycopg2.extensions.TransactionRollbackError):
+        return False  # a deadlock or serialization failure: the connection is fine
+    return isinstance(error, (psycopg2.OperationalError, psycopg2.InterfaceError))
+
+
+class DatabaseUnavailable(Exception):
+    """The database stayed unreachable past the time this run may wait for it."""
 
 
 class Dispatcher:
@@ -32,14 +55,12 @@ class Dispatcher:
     def __init__(self, settings, sender=None, clock=utcnow):
         self.settings, self.clock = settings, clock
         self.sender = sender or settings.make_sender()
-        self.conn = db.connect(settings.database_url)
-        with self.conn, self.conn.cursor() as cur:
-            # A commit lost in a database crash only means a delivery is sent again (receivers
-            # expect duplicates); not waiting for the WAL flush halves the cost of each turn.
-            cur.execute("SET synchronous_commit = off")
+        self.conn = self._connect()
         self.executor = ThreadPoolExecutor(settings.workers, thread_name_prefix="webhook")
         self.in_flight = Counter()
         self.results = queue.SimpleQueue()
+        self.unrecorded = []  # finished requests whose recording has not committed yet
+        self.reconnects = 0
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_read, False)
         os.set_blocking(self._wake_write, False)  # a full pipe already means "wake up"
@@ -52,11 +73,65 @@ class Dispatcher:
         self.stopping = True
         self._wake()
 
+    def _connect(self):
+        conn = db.connect(self.settings.database_url)
+        with conn, conn.cursor() as cur:
+            # A commit lost in a database crash only means a delivery is sent again (receivers
+            # expect duplicates); not waiting for the WAL flush halves the cost of each turn.
+            # Rendered bodies are the exception (delivery/outbox.py sets it back on for them).
+            cur.execute("SET synchronous_commit = off")
+        return conn
+
+    def reconnect(self, error, until=None):
+        """Replace a lost connection, waiting with backoff; DatabaseUnavailable past `until` (monotonic)."""
+        log.warning("database connection lost, reconnecting; %s requests in flight and %s outcomes kept "
+                    "error=%r", sum(self.in_flight.values()), len(self.unrecorded) + self.results.qsize(),
+                    str(error).strip())
+        try:
+            self.conn.close()
+        except psycopg2.Error:
+            pass
+        wait = RECONNECT_FIRST_SECONDS
+        while True:
+            try:
+                self.conn = self._connect()
+            except psycopg2.OperationalError as failure:
+                if until is not None and time.monotonic() + wait > until:
+                    raise DatabaseUnavailable(str(failure).strip()) from None
+                log.warning("database unreachable, retrying in %.1f s error=%r", wait, str(failure).strip())
+                self.wait(wait * random.uniform(0.5, 1.0))  # jitter: many workers do not come back at once
+                wait = min(RECONNECT_MAX_SECONDS, wait * 2)
+                continue
+            self.reconnects += 1
+            self._render_hint = True  # notifications sent meanwhile are lost; look for work at once
+            log.info("database connection restored; recording %s outcomes kept",
+                     len(self.unrecorded) + self.results.qsize())
+            return
+
+    def guarded(self, turn, until=None):
+        """Run `turn()`; on a lost connection, reconnect (see reconnect) and return None."""
+        try:
+            return turn()
+        except (psycopg2.OperationalError, psycopg2.InterfaceError) as error:
+            if not connection_lost(error):
+                raise
+            if until is None or (until == float("inf") and self.stopping):
+                # Outcomes are worth keeping for as long as the leases last; then the work is sent again anyway.
+                until = time.monotonic() + self.settings.lease.total_seconds()
+            self.reconnect(error, until)
+            return None
+
     def close(self):
         """Wait for requests in flight, record them, release everything."""
-        while self.in_flight:
-            self.wait(1.0)
-            self.record_and_claim(claiming=False)
+        # Outcomes are kept for as long as the leases last: after that another pass sends the work again.
+        until = time.monotonic() + self.settings.lease.total_seconds()
+        try:
+            while self.in_flight:
+                self.wait(1.0)
+                self.guarded(lambda: self.record_and_claim(claiming=False), until)
+        except DatabaseUnavailable as error:
+            log.error("database unreachable; %s outcomes not recorded (their deliveries are retried when "
+                      "the leases run out) error=%r", len(self.unrecorded) + self.results.qsize(), str(error))
         self.executor.shutdown(wait=True)
         self.conn.close()
         self.sender.close()
@@ -76,14 +151,16 @@ class Dispatcher:
         return done
 
     def _claim(self):
-        """Lease as much due work as there are free workers (in the caller's transaction)."""
+        """Lease as much due work as there are free workers (in the caller's transaction).
+
+        The per-endpoint cap is counted in the database over every process's leases.
+        """
         total_free = self.settings.workers - sum(self.in_flight.values())
         if total_free <= 0 or self.stopping:
             return []
-        busy = {e: self.settings.per_endpoint - n for e, n in self.in_flight.items() if n > 0}
         now = self.clock()
         return webhook_deliveries.claim_due(self.conn, now, now + self.settings.lease, str(uuid.uuid4()),
-                                            busy, self.settings.per_endpoint, total_free)
+                                            self.settings.per_endpoint, total_free)
 
     def _send(self, delivery):
         try:
@@ -111,11 +188,17 @@ class Dispatcher:
                 return done
 
     def record_and_claim(self, claiming=True):
-        """Record finished requests and lease new work in one transaction, then start sending it."""
-        done = self._finished()
+        """Record finished requests and lease new work in one transaction, then start sending it.
+
+        Outcomes leave memory only once their transaction committed: when the connection is lost
+        they stay in `unrecorded` and are recorded after reconnecting (recording twice is harmless).
+        """
+        self.unrecorded.extend(self._finished())
+        done = self.unrecorded
         with self.conn:
             recording.record(self.conn, [result for _delivery, result in done if result is not None])
             claimed = self._claim() if claiming else []
+        self.unrecorded = []
         for delivery, _result in done:
             self.in_flight[delivery.endpoint_id] -= 1
             if self.in_flight[delivery.endpoint_id] <= 0:
@@ -192,37 +275,69 @@ class Dispatcher:
     def run_pass(self, seconds=None):
         """One bounded cron pass: deliver what is due, claim nothing new after `seconds`, then drain."""
         deadline = time.monotonic() + (self.settings.pass_seconds if seconds is None else seconds)
-        self.housekeeping()
+        self.guarded(self.housekeeping, deadline)
         while True:
             claiming = time.monotonic() < deadline and not self.stopping
-            done = self.step(claiming)
-            if not self.in_flight and (not done or not claiming):
+            # While nothing is in flight there is nothing to keep: give up on the database at the deadline.
+            holding = self.in_flight or self.unrecorded
+            done = self.guarded(lambda: self.step(claiming), None if holding else max(deadline, time.monotonic() + 1))
+            if done is None:
+                continue  # reconnected: record what was kept, look for work again
+            if not self.in_flight and not self.unrecorded and (not done or not claiming):
                 break
             if not done:
                 self.wait(0.5)
-        self.notify_disabled()
+        self.guarded(self.notify_disabled, time.monotonic() + 1)
+
+    def _listen(self):
+        """A connection LISTENing on the outbox channel, or None while the database is unreachable."""
+        try:
+            listener = db.connect(self.settings.database_url)
+            listener.autocommit = True
+            with listener.cursor() as cur:
+                cur.execute(f"LISTEN {NOTIFY_CHANNEL}")
+        except psycopg2.OperationalError:
+            return None
+        self._render_hint = True  # anything committed while not listening
+        return listener
 
     def watch(self, idle_seconds=5.0, housekeeping_seconds=60.0):
-        """Deliver continuously, woken by NOTIFY from the outbox triggers, until `stopping` is set."""
-        listener = db.connect(self.settings.database_url)
-        listener.autocommit = True
-        with listener.cursor() as cur:
-            cur.execute(f"LISTEN {NOTIFY_CHANNEL}")
+        """Deliver continuously, woken by NOTIFY from the outbox triggers, until `stopping` is set.
+
+        Survives a lost database: both connections are made again (with backoff) and nothing
+        finished meanwhile is forgotten.
+        """
+        listener = self._listen()
         next_housekeeping = 0.0
         try:
             while not self.stopping:
                 if time.monotonic() >= next_housekeeping:
-                    self.housekeeping()
+                    self.guarded(self.housekeeping, until=float("inf"))
                     next_housekeeping = time.monotonic() + housekeeping_seconds
-                if self.step():
+                done = self.guarded(self.step, until=float("inf"))
+                if done is None or done:
                     continue
-                self.wait(self._idle_timeout(idle_seconds), also=[listener])
-                listener.poll()
+                timeout = self.guarded(lambda: self._idle_timeout(idle_seconds), until=float("inf"))
+                if timeout is None:
+                    continue
+                if listener is None:
+                    listener = self._listen()
+                    timeout = 0.0 if listener is not None else min(1.0, timeout or 1.0)
+                self.wait(timeout, also=[listener] if listener is not None else [])
+                if listener is None:
+                    continue
+                try:
+                    listener.poll()
+                except (psycopg2.OperationalError, psycopg2.InterfaceError):
+                    listener.close()
+                    listener = self._listen()
+                    continue
                 if listener.notifies:
                     self._render_hint = True
                     listener.notifies.clear()
         finally:
-            listener.close()
+            if listener is not None:
+                listener.close()
 
     def _idle_timeout(self, idle_seconds):
         if self.in_flight:
@@ -231,4 +346,6 @@ class Dispatcher:
             due = webhook_deliveries.next_due_at(self.conn)
         if due is None:
             return idle_seconds
-        return min(idle_seconds, max(0.0, (due - self.clock()).total_seconds()))
+        wait = (due - self.clock()).total_seconds()
+        # Due already and still not claimed: another process holds that endpoint's cap (or its lock).
+        return min(idle_seconds, wait if wait > 0 else BLOCKED_POLL_SECONDS)

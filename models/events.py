@@ -44,11 +44,12 @@ SELECT ev.id, ev.organization_id, ev.type, ev.shipment_id, ev.alert_id, ev.check
    FOR UPDATE OF ev SKIP LOCKED
 """
 
-# store_rendered: the exact bytes every endpoint and every retry will get.
+# store_rendered: the exact bytes every endpoint and every retry will get (or why there are none).
 _STORE_SQL = """
 UPDATE events AS ev
-   SET state = v.state, body = v.body, api_version = v.api_version, rendered_at = v.rendered_at
-  FROM (VALUES %s) AS v (id, state, body, api_version, rendered_at)
+   SET state = v.state, body = v.body, api_version = v.api_version, rendered_at = v.rendered_at,
+       render_error = v.render_error
+  FROM (VALUES %s) AS v (id, state, body, api_version, rendered_at, render_error)
  WHERE ev.id = v.id
 """
 
@@ -74,16 +75,49 @@ def claim_unrendered(conn, limit, event_ids=None):
 
 
 def store_rendered(conn, rendered, now):
-    """Store bodies ((id, body or None, api_version) tuples; None skips) and fan out; returns deliveries made."""
+    """Store outcomes ((id, body, api_version, error) tuples) and fan out; returns deliveries made.
+
+    A body makes the event `rendered`; an error (the serialiser raised) `render_failed`; neither
+    (the subject is hidden or gone) `skipped`.
+    """
     if not rendered:
         return 0
-    values = [(i, "rendered" if body is not None else "skipped", body, version, now)
-              for i, body, version in rendered]
+    values = [(i, "rendered" if body is not None else "render_failed" if error else "skipped",
+               body, version, now, None if body is not None else error)
+              for i, body, version, error in rendered]
     with conn.cursor() as cur:
-        psycopg2.extras.execute_values(cur, _STORE_SQL, values, template="(%s::bigint, %s, %s, %s, %s::timestamptz)",
-                                       page_size=500)
-        cur.execute(_FAN_OUT_SQL, {"ids": [i for i, body, _v in rendered if body is not None], "now": now})
+        psycopg2.extras.execute_values(cur, _STORE_SQL, values,
+                                       template="(%s::bigint, %s, %s, %s, %s::timestamptz, %s)", page_size=500)
+        cur.execute(_FAN_OUT_SQL, {"ids": [i for i, body, _v, _e in rendered if body is not None], "now": now})
         return cur.rowcount
+
+
+def list_render_failures(conn, organization_id=None, limit=50):
+    """Events the serialiser could not render, oldest first (all organizations unless one is given)."""
+    with conn.cursor() as cur:
+        # list_render_failures: `webhooks render-failures`, served by events_render_failed_idx.
+        cur.execute("""
+            SELECT ev.id, ev.organization_id, o.slug AS organization, ev.type, ev.shipment_id, ev.alert_id,
+                   ev.created_at, ev.rendered_at AS failed_at, ev.render_error
+              FROM events ev JOIN organizations o ON o.id = ev.organization_id
+             WHERE ev.state = 'render_failed'
+               AND (%(organization_id)s::bigint IS NULL OR ev.organization_id = %(organization_id)s)
+             ORDER BY ev.id
+             LIMIT %(limit)s""", {"organization_id": organization_id, "limit": limit})
+        return cur.fetchall()
+
+
+def retry_render_failures(conn, event_ids=None, organization_id=None):
+    """Make failed renders pending again (only `event_ids` when given); returns the ids, locked for the caller."""
+    with conn.cursor() as cur:
+        # retry_render_failures: `webhooks retry-render`; the error stays until the next render replaces it.
+        cur.execute("""
+            UPDATE events SET state = 'pending'
+             WHERE state = 'render_failed'
+               AND (%(ids)s::bigint[] IS NULL OR id = ANY (%(ids)s::bigint[]))
+               AND (%(organization_id)s::bigint IS NULL OR organization_id = %(organization_id)s)
+            RETURNING id""", {"ids": event_ids, "organization_id": organization_id})
+        return sorted(row["id"] for row in cur.fetchall())
 
 
 def create_test_event(conn, organization_id, endpoint_id):
@@ -102,7 +136,7 @@ def get_event(conn, event_id):
     with conn.cursor() as cur:
         # get_event: resend.
         cur.execute("""
-            SELECT id, organization_id, type, state, body, api_version, created_at
+            SELECT id, organization_id, type, state, body, api_version, created_at, render_error
               FROM events WHERE id = %(id)s""", {"id": event_id})
         return cur.fetchone()
 

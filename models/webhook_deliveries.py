@@ -15,6 +15,7 @@ class ClaimedDelivery:
     attempt: int             # the number of the attempt about to be made, from 1
     max_attempts: int
     lease_token: str         # finish_deliveries writes the outcome only while the row still holds it
+    attempt_id: int          # its webhook_attempts row, written in_flight with the claim
     url: str
     secret: str
     type: str
@@ -25,19 +26,39 @@ class ClaimedDelivery:
         """The record of one row returned by _CLAIM_SQL or _CREATE_CLAIMED_SQL (the same columns)."""
         return cls(id=row["id"], event_id=row["event_id"], endpoint_id=row["endpoint_id"], reason=row["reason"],
                    attempt=row["attempt"], max_attempts=row["max_attempts"], lease_token=row["lease_token"],
-                   url=row["url"], secret=row["secret"], type=row["type"], body=row["body"])
+                   attempt_id=row["attempt_id"], url=row["url"], secret=row["secret"], type=row["type"],
+                   body=row["body"])
 
 
-# claim_due: up to `free` due deliveries per enabled endpoint (a slow endpoint never takes
-# every worker), locked with SKIP LOCKED and leased by pushing next_attempt_at forward:
-# a pass that dies leaves work that becomes due again when the lease runs out.
+# Advisory-lock space of the per-endpoint cap (two-int4 keys: this, endpoint id); any constant will do.
+CAP_LOCK_SPACE = 0x5745_4248
+
+# lock_claimable: the enabled endpoints with due work that no other claim is counting right now, earliest
+# due first.  The per-endpoint cap holds across processes because a claim counts an endpoint's leased rows
+# (_CLAIM_SQL) only while holding this transaction lock, in a later statement, whose snapshot sees every
+# claim committed before the lock was granted.  A try-lock: a busy endpoint is skipped, never waited for.
+_LOCK_CLAIMABLE_SQL = """
+WITH due AS MATERIALIZED (
+  SELECT e.id, (SELECT min(d.next_attempt_at) FROM webhook_deliveries d
+                 WHERE d.endpoint_id = e.id AND d.state = 'pending') AS due
+    FROM webhook_endpoints e
+   WHERE e.enabled
+), candidates AS MATERIALIZED (
+  SELECT id FROM due WHERE due <= %(now)s ORDER BY due, id LIMIT %(limit)s
+)
+SELECT id FROM candidates WHERE pg_try_advisory_xact_lock(%(space)s, (id %% 2147483647)::int)
+"""
+
+# claim_due: up to `cap` requests in flight per endpoint in all processes (a slow endpoint never takes
+# every worker), due deliveries locked with SKIP LOCKED and leased by pushing next_attempt_at forward:
+# a pass that dies leaves work that becomes due again when the lease runs out.  Each claim writes its
+# attempt row `in_flight` before any request, and closes the row a dead pass left as `interrupted`.
 _CLAIM_SQL = """
 WITH free AS (
-  SELECT e.id AS endpoint_id, coalesce(s.free, %(default_free)s) AS free
-    FROM webhook_endpoints e
-    LEFT JOIN unnest(%(busy_ids)s::bigint[], %(busy_free)s::int[]) AS s (endpoint_id, free)
-           ON s.endpoint_id = e.id
-   WHERE e.enabled
+  SELECT f.endpoint_id, %(cap)s - (SELECT count(*) FROM webhook_deliveries l
+                                    WHERE l.endpoint_id = f.endpoint_id AND l.lease_token IS NOT NULL
+                                      AND l.state = 'pending' AND l.next_attempt_at > %(now)s) AS free
+    FROM unnest(%(endpoint_ids)s::bigint[]) AS f (endpoint_id)
 ), picked AS (
   SELECT d.id
     FROM free f
@@ -49,28 +70,57 @@ WITH free AS (
         FOR UPDATE SKIP LOCKED) d
    WHERE f.free > 0
    LIMIT %(limit)s
+), claimed AS (
+  UPDATE webhook_deliveries d
+     SET next_attempt_at = %(lease_until)s, lease_token = %(token)s
+    FROM picked p
+   WHERE d.id = p.id
+  RETURNING d.id, d.event_id, d.endpoint_id, d.reason, d.attempt_count + 1 AS attempt, d.max_attempts,
+            d.lease_token
+), interrupted AS (
+  UPDATE webhook_attempts a SET state = 'interrupted'
+    FROM claimed c
+   WHERE a.delivery_id = c.id AND a.state = 'in_flight'
+), started AS (
+  INSERT INTO webhook_attempts (delivery_id, endpoint_id, event_id, attempt, reason, attempted_at, succeeded, state)
+  SELECT c.id, c.endpoint_id, c.event_id, c.attempt, c.reason, %(now)s, false, 'in_flight' FROM claimed c
+  RETURNING id, delivery_id
 )
-UPDATE webhook_deliveries d
-   SET next_attempt_at = %(lease_until)s, lease_token = %(token)s
-  FROM picked p, events ev, webhook_endpoints e
- WHERE d.id = p.id AND ev.id = d.event_id AND e.id = d.endpoint_id
-RETURNING d.id, d.event_id, d.endpoint_id, d.reason, d.attempt_count + 1 AS attempt, d.max_attempts,
-          d.lease_token, e.url, e.secret, ev.type, ev.body
+SELECT c.id, c.event_id, c.endpoint_id, c.reason, c.attempt, c.max_attempts, c.lease_token,
+       s.id AS attempt_id, e.url, e.secret, ev.type, ev.body
+  FROM claimed c
+  JOIN started s ON s.delivery_id = c.id
+  JOIN events ev ON ev.id = c.event_id
+  JOIN webhook_endpoints e ON e.id = c.endpoint_id
+ ORDER BY c.id
 """
 
-# create_claimed: a delivery born leased to the caller (test events and resends are sent at once).
+# create_claimed: a delivery born leased to the caller (test events and resends are sent at once),
+# with its attempt row in flight, like a claim.
 _CREATE_CLAIMED_SQL = """
-INSERT INTO webhook_deliveries AS d (event_id, endpoint_id, reason, max_attempts, next_attempt_at, lease_token)
-VALUES (%(event_id)s, %(endpoint_id)s, %(reason)s, %(max_attempts)s, %(lease_until)s, %(token)s)
-ON CONFLICT (event_id, endpoint_id) DO UPDATE
-   SET reason = EXCLUDED.reason, state = 'pending', attempt_count = 0, max_attempts = EXCLUDED.max_attempts,
-       next_attempt_at = EXCLUDED.next_attempt_at, lease_token = EXCLUDED.lease_token,
-       last_status_code = NULL, last_error = NULL, finished_at = NULL
-RETURNING d.id, d.event_id, d.endpoint_id, d.reason, 1 AS attempt, d.max_attempts, d.lease_token,
-          (SELECT e.url FROM webhook_endpoints e WHERE e.id = d.endpoint_id) AS url,
-          (SELECT e.secret FROM webhook_endpoints e WHERE e.id = d.endpoint_id) AS secret,
-          (SELECT ev.type FROM events ev WHERE ev.id = d.event_id) AS type,
-          (SELECT ev.body FROM events ev WHERE ev.id = d.event_id) AS body
+WITH claimed AS (
+  INSERT INTO webhook_deliveries AS d (event_id, endpoint_id, reason, max_attempts, next_attempt_at, lease_token)
+  VALUES (%(event_id)s, %(endpoint_id)s, %(reason)s, %(max_attempts)s, %(lease_until)s, %(token)s)
+  ON CONFLICT (event_id, endpoint_id) DO UPDATE
+     SET reason = EXCLUDED.reason, state = 'pending', attempt_count = 0, max_attempts = EXCLUDED.max_attempts,
+         next_attempt_at = EXCLUDED.next_attempt_at, lease_token = EXCLUDED.lease_token,
+         last_status_code = NULL, last_error = NULL, finished_at = NULL
+  RETURNING d.id, d.event_id, d.endpoint_id, d.reason, 1 AS attempt, d.max_attempts, d.lease_token
+), interrupted AS (
+  UPDATE webhook_attempts a SET state = 'interrupted'
+    FROM claimed c
+   WHERE a.delivery_id = c.id AND a.state = 'in_flight'
+), started AS (
+  INSERT INTO webhook_attempts (delivery_id, endpoint_id, event_id, attempt, reason, attempted_at, succeeded, state)
+  SELECT c.id, c.endpoint_id, c.event_id, 1, c.reason, %(now)s, false, 'in_flight' FROM claimed c
+  RETURNING id
+)
+SELECT c.*, (SELECT id FROM started) AS attempt_id,
+       (SELECT e.url FROM webhook_endpoints e WHERE e.id = c.endpoint_id) AS url,
+       (SELECT e.secret FROM webhook_endpoints e WHERE e.id = c.endpoint_id) AS secret,
+       (SELECT ev.type FROM events ev WHERE ev.id = c.event_id) AS type,
+       (SELECT ev.body FROM events ev WHERE ev.id = c.event_id) AS body
+  FROM claimed c
 """
 
 # finish_deliveries: guarded by the lease we hold; a row whose lease another pass took is left alone.
@@ -83,28 +133,47 @@ UPDATE webhook_deliveries AS d
 RETURNING d.id
 """
 
-_INSERT_ATTEMPTS_SQL = """
-INSERT INTO webhook_attempts (delivery_id, endpoint_id, event_id, attempt, reason, attempted_at, duration_ms,
-                              succeeded, status_code, error, response_body, address)
-VALUES %s
+# finish_attempts: what the request really gave, into its in-flight row, even when the lease was lost
+# meanwhile (the row may already say `interrupted`: now it is known).  Recording twice (a commit whose
+# acknowledgement was lost) changes nothing the second time.
+_FINISH_ATTEMPTS_SQL = """
+UPDATE webhook_attempts AS a
+   SET attempted_at = v.attempted_at, duration_ms = v.duration_ms, succeeded = v.succeeded,
+       state = CASE WHEN v.succeeded THEN 'succeeded' ELSE 'failed' END, status_code = v.status_code,
+       error = v.error, response_body = v.response_body, address = v.address
+  FROM (VALUES %s) AS v (id, attempted_at, duration_ms, succeeded, status_code, error, response_body, address)
+ WHERE a.id = v.id AND a.state IN ('in_flight', 'interrupted')
 """
 
 
-def claim_due(conn, now, lease_until, token, busy, default_free, limit):
-    """Lease due deliveries (ClaimedDelivery records); `busy` maps endpoint id -> free slots of busy endpoints."""
+def lock_claimable(conn, now, limit):
+    """Ids of up to `limit` endpoints with due work, locked for this transaction's claim (others skipped)."""
     with conn.cursor() as cur:
-        cur.execute(_CLAIM_SQL, {"now": now, "lease_until": lease_until, "token": token,
-                                 "busy_ids": list(busy), "busy_free": list(busy.values()),
-                                 "default_free": default_free, "limit": limit})
+        cur.execute(_LOCK_CLAIMABLE_SQL, {"now": now, "limit": limit, "space": CAP_LOCK_SPACE})
+        return [row["id"] for row in cur.fetchall()]
+
+
+def claim_due(conn, now, lease_until, token, cap, limit):
+    """Lease up to `limit` due deliveries (ClaimedDelivery records), at most `cap` in flight per endpoint.
+
+    The cap counts every process's leases.  Two statements in the caller's transaction:
+    lock_claimable, then the claim, whose snapshot sees every lease committed before the locks.
+    """
+    endpoint_ids = lock_claimable(conn, now, limit)
+    if not endpoint_ids:
+        return []
+    with conn.cursor() as cur:
+        cur.execute(_CLAIM_SQL, {"now": now, "lease_until": lease_until, "token": token, "cap": cap,
+                                 "endpoint_ids": endpoint_ids, "limit": limit})
         return [ClaimedDelivery.from_row(row) for row in cur.fetchall()]
 
 
-def create_claimed(conn, event_id, endpoint_id, reason, max_attempts, lease_until, token):
+def create_claimed(conn, event_id, endpoint_id, reason, max_attempts, lease_until, token, now):
     """Create (or restart) an event's delivery to an endpoint, already leased to the caller; a ClaimedDelivery."""
     with conn.cursor() as cur:
         cur.execute(_CREATE_CLAIMED_SQL, {"event_id": event_id, "endpoint_id": endpoint_id, "reason": reason,
                                           "max_attempts": max_attempts, "lease_until": lease_until,
-                                          "token": token})
+                                          "token": token, "now": now})
         return ClaimedDelivery.from_row(cur.fetchone())
 
 
@@ -129,11 +198,13 @@ def finish_deliveries(conn, rows):
         return {row["id"] for row in found}
 
 
-def insert_attempts(conn, rows):
-    """Record attempts (tuples in _INSERT_ATTEMPTS_SQL's column order)."""
+def finish_attempts(conn, rows):
+    """Complete in-flight attempt rows (tuples in _FINISH_ATTEMPTS_SQL's order: id, attempted_at, ...)."""
     if rows:
         with conn.cursor() as cur:
-            psycopg2.extras.execute_values(cur, _INSERT_ATTEMPTS_SQL, rows, page_size=1000)
+            psycopg2.extras.execute_values(
+                cur, _FINISH_ATTEMPTS_SQL, rows, page_size=1000,
+                template="(%s::bigint, %s::timestamptz, %s::int, %s::boolean, %s::int, %s, %s, %s)")
 
 
 def update_endpoint_health(conn, endpoint_id, failing_since, last_failure_at):

@@ -126,7 +126,7 @@ def list_attempts(conn, endpoint_id, limit=50):
     with conn.cursor() as cur:
         # list_attempts: `webhooks attempts`.
         cur.execute("""
-            SELECT a.id, a.attempted_at, a.event_id, ev.type, a.attempt, a.reason, a.succeeded,
+            SELECT a.id, a.attempted_at, a.event_id, ev.type, a.attempt, a.reason, a.succeeded, a.state,
                    a.status_code, a.duration_ms, a.error, a.address, a.response_body, d.state AS delivery_state,
                    d.next_attempt_at
               FROM webhook_attempts a

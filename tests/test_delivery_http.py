@@ -69,12 +69,49 @@ def test_no_answer_is_abandoned_at_the_total_deadline(receiver, ca_bundle):
 
 
 @pytest.mark.slow
-def test_dripping_reply_is_cut_at_the_total_deadline(receiver, ca_bundle):
+def test_dripping_reply_is_cut_at_the_total_deadline_and_fails(receiver, ca_bundle):
+    """A 2xx status in time does not make a delivery: the reply must be complete within the deadline."""
     started = time.monotonic()
     outcome = _send(receiver.url("/drip/10"), ca_bundle, answer_seconds=1, total_seconds=2)
     assert 1.9 < time.monotonic() - started < 3
-    assert outcome.succeeded and outcome.status_code == 200, "a 2xx status came in time"
+    assert (outcome.succeeded, outcome.status_code) == (False, 200)
     assert 0 < len(outcome.response_body) < 20
+    assert outcome.error == (f"timed out after 2 s while reading the reply "
+                             f"(HTTP 200, {len(outcome.response_body)} bytes of it had come)")
+
+
+@pytest.mark.slow
+def test_dripping_status_line_and_headers_fail_at_the_total_deadline(receiver, ca_bundle):
+    """The head drips until just before the cut: never recorded as a status."""
+    started = time.monotonic()
+    outcome = _send(receiver.url("/drip-head/3"), ca_bundle, answer_seconds=1, total_seconds=2)
+    assert 1.9 < time.monotonic() - started < 3
+    assert (outcome.succeeded, outcome.status_code, outcome.error) == (False, None, "no reply within 2 s; abandoned")
+
+
+def test_reply_ending_before_its_length_fails(receiver, ca_bundle):
+    outcome = _send(receiver.url("/short"), ca_bundle)
+    assert (outcome.succeeded, outcome.status_code, outcome.response_body) == (False, 200, "only ten b")
+    assert outcome.error.startswith("reply cut short after 10 bytes (HTTP 200)")
+
+
+def test_a_slow_dns_lookup_is_inside_the_deadline(receiver, ca_bundle):
+    """getaddrinfo cannot be interrupted: the attempt ends at the deadline while the lookup finishes aside."""
+    def stuck(host, port):
+        time.sleep(3)
+        return resolver(host, port)
+
+    settings = delivery_settings(WEBHOOK_ALLOWED_NETWORKS=["127.0.0.1/32"], WEBHOOK_CA_BUNDLE=ca_bundle)
+    sender = settings.make_sender(stuck, answer_seconds=0.5, total_seconds=1)
+    started = time.monotonic()
+    try:
+        outcome = send_delivery(sender, claimed_delivery(receiver.url("/ok"), signing.new_secret(), 7, BODY)).outcome
+    finally:
+        sender.close()
+    assert 0.9 < time.monotonic() - started < 1.5
+    assert (outcome.succeeded, outcome.status_code, outcome.address) == (False, None, None)
+    assert outcome.error == "timed out after 1 s resolving the host name"
+    assert receiver.requests == []
 
 
 @pytest.mark.slow

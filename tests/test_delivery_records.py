@@ -39,7 +39,7 @@ def test_claimed_and_created_deliveries_are_the_same_record(conn, changed):
     _org, _sid, endpoint = changed
     now = datetime.now(timezone.utc)
     render_pending(conn, now)
-    (claimed,) = webhook_deliveries.claim_due(conn, now, now + timedelta(minutes=5), str(uuid.uuid4()), {}, 4, 10)
+    (claimed,) = webhook_deliveries.claim_due(conn, now, now + timedelta(minutes=5), str(uuid.uuid4()), 4, 10)
     assert isinstance(claimed, ClaimedDelivery)
     assert (claimed.event_id, claimed.endpoint_id, claimed.reason, claimed.attempt, claimed.max_attempts) == (
         1, endpoint["id"], "scheduled", 1, 8)
@@ -47,8 +47,13 @@ def test_claimed_and_created_deliveries_are_the_same_record(conn, changed):
                                                            "shipment.status_changed")
     assert claimed.body.startswith('{"id":"msg_1","type":"shipment.status_changed"')
     token = str(uuid.uuid4())
-    created = webhook_deliveries.create_claimed(conn, 1, endpoint["id"], "resend", 8, now, token)
-    assert created == dataclasses.replace(claimed, reason="resend", lease_token=token)
+    created = webhook_deliveries.create_claimed(conn, 1, endpoint["id"], "resend", 8, now, token, now)
+    assert created == dataclasses.replace(claimed, reason="resend", lease_token=token,
+                                          attempt_id=claimed.attempt_id + 1)
+    with conn.cursor() as cur:
+        cur.execute("SELECT id, attempt, state FROM webhook_attempts ORDER BY id")
+        assert cur.fetchall() == [{"id": claimed.attempt_id, "attempt": 1, "state": "interrupted"},
+                                  {"id": created.attempt_id, "attempt": 1, "state": "in_flight"}]
 
 
 def test_from_row_needs_every_column():

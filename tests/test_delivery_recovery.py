@@ -60,7 +60,7 @@ def test_pass_dead_after_claiming_or_before_recording(conn, receiver, settings):
         crashed.render()
         now = datetime.now(timezone.utc)
         with crashed.conn:
-            (delivery,) = webhook_deliveries.claim_due(crashed.conn, now, now + settings.lease, "0" * 32, {}, 4, 10)
+            (delivery,) = webhook_deliveries.claim_due(crashed.conn, now, now + settings.lease, "0" * 32, 4, 10)
         send_delivery(crashed.sender, delivery)  # sent, then the process "dies" before recording
     finally:
         crashed.executor.shutdown()

@@ -115,8 +115,8 @@ def test_retention_deletes_attempts_older_than_30_days(conn, receiver, settings)
     run_pass(settings, clock)
     with conn.cursor() as cur:
         cur.execute("INSERT INTO webhook_attempts (delivery_id, endpoint_id, event_id, attempt, reason, "
-                    "attempted_at, duration_ms, succeeded) SELECT id, endpoint_id, event_id, 1, 'scheduled', "
-                    "%s, 5, true FROM webhook_deliveries", (clock.now - timedelta(days=30, seconds=1),))
+                    "attempted_at, duration_ms, succeeded, state) SELECT id, endpoint_id, event_id, 1, 'scheduled', "
+                    "%s, 5, true, 'succeeded' FROM webhook_deliveries", (clock.now - timedelta(days=30, seconds=1),))
         cur.execute("SELECT count(*) FROM webhook_attempts")
         assert cur.fetchone()["count"] == 2
     run_pass(settings, clock)

@@ -11,6 +11,7 @@ import os
 import socketserver
 import subprocess
 import sys
+import threading
 import time
 from datetime import timedelta
 
@@ -27,7 +28,8 @@ RECEIVER_HOST = "receiver.test"
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
-    """Answers by path: /ok, /status/<code>, /sleep/<seconds>, /redirect, /big, /drip/<seconds>."""
+    """Answers by path: /ok, /status/<code>, /sleep/<seconds>, /redirect, /big, /drip/<seconds> (a 200 whose body
+    drips), /drip-head/<seconds> (the status line and headers drip), /short (ends before its Content-Length)."""
 
     protocol_version = "HTTP/1.1"
 
@@ -39,6 +41,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
         arrived = time.time()
         self.server.requests.append({"path": self.path, "headers": dict(self.headers.items()),
                                      "body": body, "arrived": arrived})
+        with self.server.lock:
+            self.server.active += 1
+            self.server.most_active = max(self.server.most_active, self.server.active)
+        try:
+            self._answer()
+        finally:
+            with self.server.lock:
+                self.server.active -= 1
+
+    def _answer(self):
         if self.server.force_status is not None:
             return self._reply(self.server.force_status, b"forced")
         parts = self.path.strip("/").split("/")
@@ -52,6 +64,25 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_header("Location", "https://127.0.0.1:1/elsewhere")
             self.send_header("Content-Length", "0")
             self.end_headers()
+            return None
+        if action == "drip-head":
+            head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\nok"
+            finish = time.monotonic() + float(argument)
+            try:
+                for byte in head:
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                    time.sleep(max(0.0, (finish - time.monotonic()) / 3))
+            except OSError:
+                pass
+            self.close_connection = True
+            return None
+        if action == "short":
+            self.send_response(200)
+            self.send_header("Content-Length", "100")
+            self.end_headers()
+            self.wfile.write(b"only ten b")
+            self.close_connection = True
             return None
         if action == "big":
             return self._reply(200, b"x" * (5 * 1024 * 1024))
@@ -93,6 +124,9 @@ class Receiver(socketserver.ThreadingMixIn, http.server.HTTPServer):
         self.socket = context.wrap_socket(self.socket, server_side=True)
         self.requests = []
         self.force_status = None  # answer every request with this status when set
+        self.lock = threading.Lock()
+        self.active = 0  # requests being answered now
+        self.most_active = 0  # the most answered at once
 
     def url(self, path="/ok", host=RECEIVER_HOST):
         """A URL of this receiver under `host`."""
@@ -138,7 +172,8 @@ def delivery_settings(**config):
 def claimed_delivery(url, secret, event_id=7, body="{}"):
     """A delivery as if claimed, to hand to the sender without a database."""
     return ClaimedDelivery(id=1, event_id=event_id, endpoint_id=1, reason="scheduled", attempt=1, max_attempts=8,
-                           lease_token="0" * 32, url=url, secret=secret, type="webhook.test", body=body)
+                           lease_token="0" * 32, attempt_id=1, url=url, secret=secret, type="webhook.test",
+                           body=body)
 
 
 def run_pass(settings, clock=None, seconds=5):
@@ -151,9 +186,13 @@ def run_pass(settings, clock=None, seconds=5):
         dispatcher.close()
 
 
-def pass_process(database_url, ca_bundle, *args):
-    """`python -m delivery ARGS` as a child process allowed to reach the local receiver."""
+def pass_process(database_url, ca_bundle, *args, **settings):
+    """`python -m delivery ARGS` as a child process allowed to reach the local receiver.
+
+    `settings` become SHIPTRACK_<KEY> variables (JSON values).
+    """
     env = {**os.environ, "DATABASE_URL": database_url, "SHIPTRACK_WEBHOOK_ALLOWED_NETWORKS": '["127.0.0.1/32"]',
-           "SHIPTRACK_WEBHOOK_CA_BUNDLE": ca_bundle}
+           "SHIPTRACK_WEBHOOK_CA_BUNDLE": ca_bundle,
+           **{f"SHIPTRACK_{key}": json.dumps(value) for key, value in settings.items()}}
     return subprocess.Popen([sys.executable, "-m", "delivery", *args], cwd=PROJECT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
