@@ -1,14 +1,15 @@
-"""GET /shipments and GET /shipments/{shipment_id}."""
+"""GET /shipments and GET /shipments/{shipment_id}: stored renderings served as bytes, made on a miss."""
 from flask import Blueprint
 
 from api.apidoc import get_route
-from api.context import get_conn, principal
+from api.context import get_conn, principal, version
 from api.params import parse_query
-from api.render import listing, missing, path_id, resource
+from api.render import missing, path_id, stored, stored_listing
 from api.schemas.common import list_schema
+from api.schemas.present import RENDERER, dumps, present
 from api.schemas.queries import ShipmentListQuerySchema
 from api.schemas.shipments import ShipmentSchema
-from models import shipments
+from models import db, shipments
 
 bp = Blueprint("shipments", __name__)
 
@@ -24,14 +25,14 @@ def list_shipments():
     while `has_more` is true: shipments added meanwhile cause no gaps or repeats.
     """
     query = parse_query(ShipmentListQuerySchema())
-    items = shipments.list_shipments(
-        get_conn(), principal()["organization_id"], query["limit"] + 1,
+    bodies = shipment_bodies(
+        query["limit"] + 1,
         q=query.get("q"), statuses=query.get("status"), label_ids=query.get("labels"),
         archived=_ARCHIVED[query["archived"]],
         created_after=query.get("created_after"), created_before=query.get("created_before"),
         eta_after=query.get("eta_after"), eta_before=query.get("eta_before"),
         starting_after=query.get("starting_after"))
-    return listing("shipment", ShipmentSchema(), items, query["limit"])
+    return stored_listing(bodies, query["limit"])
 
 
 @get_route(bp, "/shipments/<shipment_id>", ShipmentSchema)
@@ -40,8 +41,29 @@ def get_shipment(shipment_id):
 
     A shipment waiting for approval or of another organization is a 404, like a missing one.
     """
-    found = shipments.get_shipment(get_conn(), principal()["organization_id"],
-                                   path_id(shipment_id, "shp", "shipment"))
-    if found is None:
+    found = shipment_bodies(1, shipment_id=path_id(shipment_id, "shp", "shipment"))
+    if not found:
         raise missing("shipment", shipment_id)
-    return resource("shipment", ShipmentSchema(), found)
+    return stored(found[0])
+
+
+def shipment_bodies(limit, **filters):
+    """The JSON of up to `limit` visible shipments, newest first, at the request's version.
+
+    Each is read as stored when its rendering is current (same revision, version and renderer,
+    checked in the statement that reads it); the others are rendered from one snapshot, served, and
+    stored for the next read.
+    """
+    conn, organization_id, shown = get_conn(), principal()["organization_id"], version()
+    page = shipments.rendered_page(conn, organization_id, limit, shown, RENDERER, **filters)
+    misses = [number for number, body in page if body is None]
+    if not misses:
+        return [body for _number, body in page]
+    with db.one_snapshot(conn):
+        fresh = shipments.list_shipments(conn, organization_id, len(misses), shipment_ids=misses)
+    made = {shipment["id"]: (shipment["revision"], dumps(present("shipment", ShipmentSchema, shipment, shown)))
+            for shipment in fresh}
+    shipments.store_renderings(conn, shown, RENDERER, [(number, *made[number]) for number in sorted(made)])
+    # A shipment hidden or deleted between the two reads is left out, as a read after it would.
+    return [body if body is not None else made[number][1] for number, body in page
+            if body is not None or number in made]

@@ -10,7 +10,7 @@ from models.db import group_rows
 # response matches its item: `shown >= after` is `col >= ceil(after)` and `shown <= before` is
 # `col < floor(before) + 1 s`. The bound is widened rather than the column truncated, so
 # shipments_created_at_idx and shipments_effective_eta_idx still serve the filters.
-LIST_SQL = """
+PAGE_CTE = """
 WITH page AS (
   SELECT s.*
     FROM shipments s
@@ -43,6 +43,8 @@ WITH page AS (
    ORDER BY s.id DESC
    LIMIT %(limit)s
 )
+"""
+LIST_SQL = PAGE_CTE + """
 SELECT p.id, p.reference, p.erp_reference, p.transport_reference, p.transport_reference_type,
        p.transport_type, p.cargo_type, p.temperature_celsius, p.status, p.archived, p.archived_at,
        p.validated_at, p.approved_at,
@@ -87,6 +89,30 @@ SELECT p.id, p.reference, p.erp_reference, p.transport_reference, p.transport_re
       LEFT JOIN packing_lists k ON k.id = pl.packing_list_id
      WHERE l.shipment_id = p.id AND (k.id IS NULL OR k.is_current)) ln
  ORDER BY p.id DESC
+"""
+
+# The same page, with each shipment's stored rendering when it is current: rendered at this version,
+# by this code (`renderer`, a digest of what shapes a shipment), at the shipment's revision. The
+# freshness check is in the statement that reads, so a stale rendering is never returned.
+RENDERED_PAGE_SQL = PAGE_CTE + """
+SELECT p.id, r.body
+  FROM page p
+  LEFT JOIN shipment_renderings r
+    ON r.shipment_id = p.id AND r.api_version = %(api_version)s AND r.renderer = %(renderer)s
+   AND r.revision = p.revision
+ ORDER BY p.id DESC
+"""
+
+# Store renderings made on a miss; a newer revision (or another renderer) replaces an older one. In
+# id order, so that two requests storing overlapping pages lock rows in the same order.
+STORE_RENDERINGS_SQL = """
+INSERT INTO shipment_renderings AS r (shipment_id, api_version, renderer, revision, body)
+SELECT f.shipment_id, %(api_version)s, %(renderer)s, f.revision, f.body
+  FROM unnest(%(ids)s::bigint[], %(revisions)s::bigint[], %(bodies)s::text[]) AS f (shipment_id, revision, body)
+ ORDER BY f.shipment_id
+ON CONFLICT (shipment_id, api_version) DO UPDATE
+   SET renderer = EXCLUDED.renderer, revision = EXCLUDED.revision, body = EXCLUDED.body, rendered_at = now()
+ WHERE r.revision < EXCLUDED.revision OR r.renderer <> EXCLUDED.renderer
 """
 
 # list_shipments?q=: produce names that a query names by one of their aliases.
@@ -148,14 +174,38 @@ def _alias_regex(cur, params):
     return "(" + "|".join(re.escape(name) for name in names) + ")" if names else None
 
 
-def list_shipments(conn, organization_id, limit, **filters):
-    """Up to `limit` visible shipments, newest first, fully assembled."""
+def _page_params(cur, organization_id, limit, filters):
     params = {name: None for name in FILTERS}
     params.update(filters)
     params.update(search_params(params.pop("q")))
     params.update(organization_id=organization_id, limit=limit)
+    params["q_alias_regex"] = _alias_regex(cur, params)
+    return params
+
+
+def rendered_page(conn, organization_id, limit, api_version, renderer, **filters):
+    """Ids of up to `limit` visible shipments, newest first, each with its current stored rendering or None."""
     with conn.cursor() as cur:
-        params["q_alias_regex"] = _alias_regex(cur, params)
+        params = _page_params(cur, organization_id, limit, filters)
+        params.update(api_version=api_version, renderer=renderer)
+        cur.execute(RENDERED_PAGE_SQL, params)
+        return [(row["id"], row["body"]) for row in cur.fetchall()]
+
+
+def store_renderings(conn, api_version, renderer, renderings):
+    """Keep (id, revision, body) renderings for later reads."""
+    if not renderings:
+        return
+    ids, revisions, bodies = zip(*renderings)
+    with conn.cursor() as cur:
+        cur.execute(STORE_RENDERINGS_SQL, {"api_version": api_version, "renderer": renderer, "ids": list(ids),
+                                           "revisions": list(revisions), "bodies": list(bodies)})
+
+
+def list_shipments(conn, organization_id, limit, **filters):
+    """Up to `limit` visible shipments, newest first, fully assembled."""
+    with conn.cursor() as cur:
+        params = _page_params(cur, organization_id, limit, filters)
         cur.execute(LIST_SQL, params)
         rows = cur.fetchall()
         if not rows:

@@ -16,7 +16,7 @@ from api.schemas.free_time import FreeTimeSummarySchema
 from api.schemas.organization import OrganizationSchema
 from api.schemas.fields import OneOf
 from api.schemas.shipments import DeletedShipmentSchema, ShipmentSchema
-from models import shipments
+from models import db, shipments
 from tests.support.factories import make_container, make_label, make_org, make_shipment
 
 NOW = datetime(2026, 11, 23, 4, 42, 19, 433217, tzinfo=timezone.utc)
@@ -124,7 +124,11 @@ def test_every_response_schema_dumps_identically_on_the_demo(demo, monkeypatch):
     pools = defaultdict(set)
     client = app.test_client()
     by_rule = {}
+    cleaner = db.connect(app.config["DATABASE_URL"])
+    cleaner.autocommit = True
     for rule, doc in rules:
+        # Stored shipment renderings are served without dumping: every rule starts without any.
+        cleaner.cursor().execute("DELETE FROM shipment_renderings")
         before = sum(seen.values())
         query = {**FILTERS.get(rule.rule, {})}
         if doc.query is not None and "limit" in doc.query._declared_fields:
@@ -136,6 +140,7 @@ def test_every_response_schema_dumps_identically_on_the_demo(demo, monkeypatch):
             for body in _pages(client, headers, path, query):
                 _harvest(body, pools)
         by_rule[rule.rule] = sum(seen.values()) - before
+    cleaner.close()
 
     # Every documented rule with a schema dumped at least one object, so none is checked on nothing.
     assert not [rule for rule, count in by_rule.items() if count == 0]

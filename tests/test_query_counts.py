@@ -49,8 +49,13 @@ def test_listing_1_or_100_shipments_costs_the_same(conn, app, client, query):
     assert len(body["data"]) == 100
     assert all(len(item["containers"]) == 2 and len(item["labels"]) == 2 for item in body["data"])
     assert hundred == one
-    # token, rate limit, page, containers, labels (and the alias lookup when searching)
-    assert one == (6 if "q=" in query else 5)
+    # Renderings missing: token, rate limit, the page with stored renderings (and the alias lookup when
+    # searching), then for the misses the shipments, their containers and labels, and storing them.
+    assert one == (8 if "q=" in query else 7)
+    # Read again, every rendering is current: token, rate limit, the page (and the alias lookup).
+    again, body_again = statements(app, client, token, f"/shipments?{query}")
+    assert body_again == body
+    assert again == (4 if "q=" in query else 3)
 
 
 def test_get_shipment_costs_a_constant_handful(conn, app, client):
@@ -58,5 +63,7 @@ def test_get_shipment_costs_a_constant_handful(conn, app, client):
     labels = [make_label(conn, 1, "red"), make_label(conn, 1, "blue")]
     shipment = full_shipment(conn, labels)
     client.get("/organization", headers=auth(token))
-    count, _body = statements(app, client, token, f"/shipments/shp_{shipment}")
-    assert count == 5
+    count, body = statements(app, client, token, f"/shipments/shp_{shipment}")
+    assert count == 7                       # as a list page of misses (above)
+    count, body_again = statements(app, client, token, f"/shipments/shp_{shipment}")
+    assert (count, body_again) == (3, body)

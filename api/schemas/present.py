@@ -1,12 +1,31 @@
-"""An object as the API shows it: dumped by its schema, then shaped for a version (no Flask here).
+"""An object as the API shows it: dumped by its schema, then shaped for a version (no Flask app here).
 
 The API's responses (api/render.py) and the webhook bodies (delivery/render.py) both come through
 `present`, so an event's data.object is exactly what the API would answer at the same version.
 """
+import hashlib
+import json
+from pathlib import Path
+
+from flask.json.provider import DefaultJSONProvider
+
 from api import versions
 from api.schemas.compiled import dumper
+
+_API = Path(__file__).resolve().parent.parent
+# What decides the bytes of a stored shipment rendering besides its data and version: the schemas,
+# the dumper, the version steps, the ids and the assembly of rows. Stored renderings carry this
+# digest, so a deploy that changes any of them never serves a rendering the old code made.
+_SHAPING_FILES = sorted([*(_API / "schemas").glob("*.py"), _API / "versions.py", _API / "ids.py",
+                         _API.parent / "models" / "shipments.py"])
+RENDERER = hashlib.blake2b(b"".join(path.read_bytes() for path in _SHAPING_FILES), digest_size=8).hexdigest()
 
 
 def present(kind, schema_class, obj, version):
     """`obj` dumped by `schema_class` and shaped as `version` shows a `kind` (versions.DOWNGRADES)."""
     return versions.shape(kind, dumper(schema_class)(obj), version)
+
+
+def dumps(document):
+    """JSON text exactly as the API's responses write it (compact, keys in schema order, ASCII)."""
+    return json.dumps(document, default=DefaultJSONProvider.default, ensure_ascii=True, separators=(",", ":"))
