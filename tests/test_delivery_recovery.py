@@ -38,8 +38,8 @@ def test_pass_killed_mid_request_is_recovered(conn, database_url, receiver, ca_b
     left = _delivery(conn)
     assert left["state"] == "pending" and left["attempt_count"] == 0 and left["lease_token"] is not None
     with conn.cursor() as cur:
-        cur.execute("SELECT count(*) FROM webhook_attempts")
-        assert cur.fetchone()["count"] == 0
+        cur.execute("SELECT attempt, state, duration_ms FROM webhook_attempts")
+        assert cur.fetchall() == [{"attempt": 1, "state": "in_flight", "duration_ms": None}], "the dead pass's trace"
 
     receiver.force_status = 200
     now = datetime.now(timezone.utc)
@@ -51,6 +51,9 @@ def test_pass_killed_mid_request_is_recovered(conn, database_url, receiver, ca_b
     assert receiver.requests[0]["headers"]["webhook-id"] == receiver.requests[1]["headers"]["webhook-id"]
     done = _delivery(conn)
     assert (done["state"], done["attempt_count"]) == ("succeeded", 1)
+    with conn.cursor() as cur:
+        cur.execute("SELECT attempt, state FROM webhook_attempts ORDER BY id")
+        assert cur.fetchall() == [{"attempt": 1, "state": "interrupted"}, {"attempt": 1, "state": "succeeded"}]
 
 
 def test_pass_dead_after_claiming_or_before_recording(conn, receiver, settings):
