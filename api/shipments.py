@@ -56,14 +56,29 @@ def shipment_bodies(limit, **filters):
     """
     conn, organization_id, shown = get_conn(), principal()["organization_id"], version()
     page = shipments.rendered_page(conn, organization_id, limit, shown, RENDERER, **filters)
-    misses = [number for number, body in page if body is None]
-    if not misses:
-        return [body for _number, body in page]
-    with db.one_snapshot(conn):
-        fresh = shipments.list_shipments(conn, organization_id, len(misses), shipment_ids=misses)
-    made = {shipment["id"]: (shipment["revision"], dumps(present("shipment", ShipmentSchema, shipment, shown)))
-            for shipment in fresh}
-    shipments.store_renderings(conn, shown, RENDERER, [(number, *made[number]) for number in sorted(made)])
+    made = {}
+    if any(body is None for _number, body in page):
+        with db.one_snapshot(conn):
+            made = render_missing(conn, organization_id, shown, page)
+        keep_renderings(conn, shown, made)
     # A shipment hidden or deleted between the two reads is left out, as a read after it would.
     return [body if body is not None else made[number][1] for number, body in page
             if body is not None or number in made]
+
+
+def render_missing(conn, organization_id, shown, page):
+    """{id: (revision, JSON)} for the shipments of a rendered_page without a current rendering.
+
+    The caller runs it inside db.one_snapshot, so each rendering matches the revision stored with it.
+    """
+    misses = [number for number, body in page if body is None]
+    if not misses:
+        return {}
+    fresh = shipments.list_shipments(conn, organization_id, len(misses), shipment_ids=misses)
+    return {shipment["id"]: (shipment["revision"], dumps(present("shipment", ShipmentSchema, shipment, shown)))
+            for shipment in fresh}
+
+
+def keep_renderings(conn, shown, made):
+    """Store what render_missing made (outside the snapshot: a store may wait for a concurrent one)."""
+    shipments.store_renderings(conn, shown, RENDERER, [(number, *made[number]) for number in sorted(made)])

@@ -13,8 +13,6 @@ another database are left out (their ids are compared on the low 32 bits, backen
 What it cannot place (a session of another role without pg_read_all_stats, a prepared
 transaction) keeps holding the horizon: slower, never wrong.  docs/sync.md explains it for users.
 """
-from models.shipments import list_shipments
-
 # The horizon: changes of transactions below it are final (module docstring).
 HORIZON_CTES = """
 snapshot AS (SELECT pg_current_snapshot() AS taken),
@@ -58,22 +56,14 @@ SELECT c.id, c.revision, c.change_xid::text::numeric AS change_xid, c.visible
 
 
 def changes_after(conn, organization_id, position, limit):
-    """Up to `limit` changes after `position` (change_xid, id), oldest first.
+    """Up to `limit` changes after `position` (change_xid, id), oldest first: (position, id, revision, visible).
 
-    Each is (position, shipment) where shipment is fully assembled as GET /shipments/{id} shows it,
-    or {"id", "revision", "deleted": True} for one that was deleted or became hidden. The caller runs
-    this inside db.one_snapshot, so the feed rows and the shipments come from one snapshot.
+    The caller runs this inside db.one_snapshot and reads the shipments to show in the same
+    snapshot, so each item is the state its revision names.
     """
     after_xid, after_id = position
     with conn.cursor() as cur:
         cur.execute(FEED_SQL, {"organization_id": organization_id, "after_xid": str(after_xid),
                                "after_id": after_id, "limit": limit})
-        rows = cur.fetchall()
-    visible = [row["id"] for row in rows if row["visible"]]
-    shown = {}
-    if visible:
-        shown = {shipment["id"]: shipment
-                 for shipment in list_shipments(conn, organization_id, len(visible), shipment_ids=visible)}
-    return [((int(row["change_xid"]), row["id"]),
-             shown[row["id"]] if row["visible"] else {"id": row["id"], "revision": row["revision"], "deleted": True})
-            for row in rows]
+        return [((int(row["change_xid"]), row["id"]), row["id"], row["revision"], row["visible"])
+                for row in cur.fetchall()]
