@@ -143,7 +143,7 @@ def test_gunicorn_workers_replace_terminated_connections(outage_database, tmp_pa
         assert wait_for(lambda: set(get_all(base, "/shipments", auth(token), 8)) == {200}
                         and other_sessions(conn) >= 2, 20)
         for _round in range(3):
-            assert terminate_every_session(conn) >= 2
+            assert terminate_every_session(conn) >= 1
             statuses = get_all(base, "/shipments", auth(token), 60)
             assert statuses.count(200) == 60, statuses
 
