@@ -61,6 +61,7 @@ class Dispatcher:
         self.results = queue.SimpleQueue()
         self.unrecorded = []  # finished requests whose recording has not committed yet
         self.reconnects = 0
+        self.unavailable = False  # gave up waiting for the database
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_read, False)
         os.set_blocking(self._wake_write, False)  # a full pipe already means "wake up"
@@ -97,6 +98,7 @@ class Dispatcher:
                 self.conn = self._connect()
             except psycopg2.OperationalError as failure:
                 if until is not None and time.monotonic() + wait > until:
+                    self.unavailable = True
                     raise DatabaseUnavailable(str(failure).strip()) from None
                 log.warning("database unreachable, retrying in %.1f s error=%r", wait, str(failure).strip())
                 self.wait(wait * random.uniform(0.5, 1.0))  # jitter: many workers do not come back at once
@@ -126,12 +128,14 @@ class Dispatcher:
         # Outcomes are kept for as long as the leases last: after that another pass sends the work again.
         until = time.monotonic() + self.settings.lease.total_seconds()
         try:
-            while self.in_flight:
+            while self.in_flight and not self.unavailable:
                 self.wait(1.0)
                 self.guarded(lambda: self.record_and_claim(claiming=False), until)
-        except DatabaseUnavailable as error:
+        except DatabaseUnavailable:
+            pass
+        if self.in_flight:
             log.error("database unreachable; %s outcomes not recorded (their deliveries are retried when "
-                      "the leases run out) error=%r", len(self.unrecorded) + self.results.qsize(), str(error))
+                      "the leases run out)", len(self.unrecorded) + self.results.qsize())
         self.executor.shutdown(wait=True)
         self.conn.close()
         self.sender.close()

@@ -4,23 +4,26 @@ What must hold: no event is lost; an attempt is sent again only when its request
 when its pass died, and every such attempt is visible in the attempt log (`in_flight`, then
 `interrupted`); the per-endpoint cap holds across processes; a render failure is never silent.
 """
+import dataclasses
 import signal
 import socket
 import time
 from collections import Counter
 from datetime import datetime, timedelta, timezone
 
+import psycopg2
 import pytest
 
 from delivery import render
 from delivery.outbox import render_pending
-from delivery.worker import Dispatcher
+from delivery.worker import DatabaseUnavailable, Dispatcher
 from models import db, webhook_deliveries
 from tests.support.factories import make_org, make_shipment
 from tests.support.processes import wait_for
 from tests.support.webhooks import Clock, add_endpoint, pass_process, resolver, run_pass
 
 CAP = 4
+real_connection = db.connect
 
 
 def _changes(conn, url, count):
@@ -216,6 +219,58 @@ def test_outcomes_finished_while_the_connection_is_lost_are_recorded_after_recon
     assert _deliveries(conn) == [{"state": "succeeded", "attempt_count": 1, "count": 3}]
     assert _log(conn) == {f"msg_{n}": ["succeeded"] for n in range(1, 4)}
     assert len(receiver.requests) == 3
+
+
+def test_an_outage_is_waited_out_with_backoff_and_what_finished_is_recorded(conn, receiver, settings, monkeypatch):
+    _changes(conn, receiver.url("/ok", host="127.0.0.1"), 2)
+    dispatcher = Dispatcher(settings, sender=settings.make_sender(resolver))
+    refused = []
+    real_connect = db.connect
+
+    def down_for_a_while(url):
+        if len(refused) < 4:  # 0.1 + 0.2 + 0.4 + 0.8 s of backoff (with jitter)
+            refused.append(time.monotonic())
+            raise psycopg2.OperationalError("connection refused (the test's outage)")
+        return real_connect(url)
+    try:
+        dispatcher.render()
+        dispatcher.record_and_claim()
+        assert wait_for(lambda: dispatcher.results.qsize() == 2, 10)
+        _rows(conn, "SELECT pg_terminate_backend(%s)", dispatcher.conn.get_backend_pid())
+        monkeypatch.setattr(db, "connect", down_for_a_while)
+        assert dispatcher.guarded(dispatcher.record_and_claim) is None
+        assert len(refused) == 4 and refused[-1] - refused[0] > 0.35
+        assert dispatcher.guarded(dispatcher.record_and_claim) == 2
+    finally:
+        dispatcher.close()
+    assert _log(conn) == {"msg_1": ["succeeded"], "msg_2": ["succeeded"]}
+    assert len(receiver.requests) == 2
+
+
+def test_a_pass_gives_up_on_the_database_when_its_leases_would_run_out(conn, receiver, settings, monkeypatch,
+                                                                       caplog):
+    _changes(conn, receiver.url("/ok", host="127.0.0.1"), 1)
+    dispatcher = Dispatcher(dataclasses.replace(settings, lease=timedelta(seconds=1)),
+                            sender=settings.make_sender(resolver))
+    try:
+        dispatcher.render()
+        dispatcher.record_and_claim()
+        assert wait_for(lambda: dispatcher.results.qsize() == 1, 10)
+        _rows(conn, "SELECT pg_terminate_backend(%s)", dispatcher.conn.get_backend_pid())
+
+        def down(url):
+            raise psycopg2.OperationalError("connection refused (the test's outage)")
+        monkeypatch.setattr(db, "connect", down)
+        started = time.monotonic()
+        with pytest.raises(DatabaseUnavailable):
+            dispatcher.guarded(dispatcher.record_and_claim)
+        assert time.monotonic() - started < 1.5
+    finally:
+        dispatcher.conn = real_connection(settings.database_url)  # what close() releases
+        dispatcher.close()
+    assert "1 outcomes not recorded" in caplog.text
+    # The attempt stays visibly in flight; the lease brings the delivery back to the next pass.
+    assert _log(conn) == {"msg_1": ["in_flight"]}
 
 
 def test_rendered_bodies_are_committed_durably(conn, settings):
