@@ -160,6 +160,16 @@ def main():
                           before_each=forget_renderings)
         results.append(("GET /shipments?limit=100 (page 1), nothing stored", statistics.median(timings),
                         percentile(timings, 0.95), None))
+        # The usual first read after a change: one shipment of the page changed since the last read.
+        def change_one():
+            with conn.cursor() as cur:
+                cur.execute("""UPDATE shipments SET notes = md5(random()::text) WHERE id = (
+                                 SELECT max(id) FROM shipments WHERE organization_id = %s AND NOT archived
+                                    AND NOT awaiting_approval AND NOT owned_elsewhere)""", (organization_id,))
+        timings = measure(session, base + "/shipments?limit=100", headers, max(20, args.requests // 5),
+                          before_each=change_one)
+        results.append(("GET /shipments?limit=100 (page 1), one of them changed", statistics.median(timings),
+                        percentile(timings, 0.95), None))
         print(f"\n{'scenario':48} {'p50 ms':>8} {'p95 ms':>8} {'target':>8}")
         for name, p50, p95, target in results:
             print(f"{name:48} {p50:8.1f} {p95:8.1f} {(str(target) + ' ms') if target else '':>8}")
