@@ -94,12 +94,21 @@ def disable_endpoint(conn, endpoint_id, at, reason, notified_at=None):
 def drop_waiting(conn, endpoint_id, at):
     """Drop an endpoint's waiting deliveries; returns how many."""
     with conn.cursor() as cur:
-        # drop_waiting: a disabled endpoint gets none of its backlog later.
+        # drop_waiting: a disabled endpoint gets none of its backlog later.  An attempt a dead pass left
+        # in flight is closed as interrupted (no claim will do it now); a live pass still records its outcome.
         cur.execute("""
-            UPDATE webhook_deliveries
-               SET state = 'dropped', next_attempt_at = NULL, lease_token = NULL, finished_at = %(at)s
-             WHERE endpoint_id = %(id)s AND state = 'pending'""", {"id": endpoint_id, "at": at})
-        return cur.rowcount
+            WITH dropped AS (
+              UPDATE webhook_deliveries
+                 SET state = 'dropped', next_attempt_at = NULL, lease_token = NULL, finished_at = %(at)s
+               WHERE endpoint_id = %(id)s AND state = 'pending'
+              RETURNING id
+            ), interrupted AS (
+              UPDATE webhook_attempts a SET state = 'interrupted'
+                FROM dropped d
+               WHERE a.delivery_id = d.id AND a.state = 'in_flight' AND a.attempted_at < %(at)s - interval '15 seconds'
+            )
+            SELECT count(*) AS dropped FROM dropped""", {"id": endpoint_id, "at": at})
+        return cur.fetchone()["dropped"]
 
 
 def remove_endpoint(conn, endpoint_id):

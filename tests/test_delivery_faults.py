@@ -17,7 +17,7 @@ import pytest
 from delivery import render
 from delivery.outbox import render_pending
 from delivery.worker import DatabaseUnavailable, Dispatcher
-from models import db, webhook_deliveries
+from models import db, webhook_deliveries, webhooks
 from tests.support.factories import make_org, make_shipment
 from tests.support.processes import wait_for
 from tests.support.webhooks import Clock, add_endpoint, pass_process, resolver, run_pass
@@ -347,3 +347,20 @@ def test_a_render_error_is_its_own_state_listed_and_retried_after_the_fix(conn, 
     run_pass(settings)
     assert [r["headers"]["webhook-id"] for r in receiver.requests] == ["msg_2"]
     assert _rows(conn, "SELECT state FROM events WHERE id = 2") == [{"state": "rendered"}]
+
+
+def test_disabling_closes_attempts_a_dead_pass_left_in_flight(conn, settings):
+    endpoint = _changes(conn, "https://hooks.example/in", 2)
+    now = datetime.now(timezone.utc)
+    claimer = db.connect(settings.database_url)
+    try:
+        with claimer:
+            render_pending(claimer, now)
+            webhook_deliveries.claim_due(claimer, now, now + timedelta(minutes=5), "0" * 32, CAP, 100)
+    finally:
+        claimer.close()  # the pass dies here
+    with conn.cursor() as cur:
+        cur.execute("UPDATE webhook_attempts SET attempted_at = attempted_at + interval '10 seconds' WHERE event_id = 2")
+    assert webhooks.disable_endpoint(conn, endpoint["id"], now + timedelta(seconds=20), "test") == 2
+    # Only an attempt older than the 15 s a request may last is surely dead; the other may still be recorded.
+    assert _log(conn) == {"msg_1": ["interrupted"], "msg_2": ["in_flight"]}
