@@ -9,6 +9,7 @@ from api.errors import register_error_handlers
 from api.middleware import JsonSuffix
 from cli import register_commands
 from config import configure_logging, load_config
+from mcp_server import http as mcp_http
 from models import db
 
 
@@ -34,6 +35,8 @@ def create_app(config=None):
     register_commands(app)
 
     app.wsgi_app = JsonSuffix(app.wsgi_app)
+    # POST /mcp (docs/agents.md): an app of its own with these same hooks, so url_map stays the API's GETs.
+    app.wsgi_app = mcp_http.mount(app)
     if app.config["TRUSTED_PROXIES"]:
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=int(app.config["TRUSTED_PROXIES"]))
     configure_logging()

@@ -3,8 +3,8 @@
 
 def register_commands(app):
     """Attach every command group to the app."""
-    from cli import db_commands, demo, openapi, orgs, tokens, webhooks
+    from cli import db_commands, demo, mcp, openapi, orgs, tokens, webhooks
 
     for group in (db_commands.db_cli, orgs.orgs_cli, orgs.members_cli, tokens.tokens_cli,
-                  demo.demo_cli, webhooks.webhooks_cli, openapi.openapi_cli):
+                  demo.demo_cli, webhooks.webhooks_cli, openapi.openapi_cli, mcp.mcp_command):
         app.cli.add_command(group)

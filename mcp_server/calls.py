@@ -1,0 +1,82 @@
+"""How a tool reaches the API: a GET through the application's own request handling, with the caller's token."""
+import contextvars
+import json
+from dataclasses import dataclass, field
+
+# The API client of the MCP request being served: set by the /mcp view per request, by `flask mcp` once.
+CALLER = contextvars.ContextVar("shiptrack_mcp_caller")
+
+# JSON-RPC code of a refusal by the API (401, 429, 503, ...): -32000 to -32099 are the server's own.
+API_REFUSED = -32000
+# The MCP specification's code for a resource that does not exist.
+RESOURCE_NOT_FOUND = -32002
+# Statuses a tool answers as a tool error (the model can correct its arguments); others are MCP errors.
+TOOL_ERRORS = frozenset({400, 404})
+
+
+@dataclass
+class Answer:
+    """The API's answer to one GET: status, the exact body text, and the body parsed."""
+
+    status: int
+    text: str
+    body: dict
+
+    def error(self):
+        """The API's error object ({type, code, message, param}) of a non-200 answer."""
+        return self.body.get("error") or {"code": "unknown", "message": self.text[:200]}
+
+    def refusal(self, code=API_REFUSED):
+        """The MCPError carrying this refusal: the API's message, its error body and status as data."""
+        from mcp.shared.exceptions import MCPError  # the SDK takes seconds to import: only where it serves
+
+        return MCPError(code, self.error()["message"], data={"status": self.status, **self.body})
+
+
+@dataclass
+class ApiCaller:
+    """GET requests to the API for one MCP client: its Authorization and Service-Version, its address.
+
+    Each request is a full request of the application (`app.test_client()`): the guard authenticates
+    and counts it, the view answers it, errors come in the API's words. It runs in a fresh context, so
+    it has its own application context, `g` and database connection even inside the /mcp request.
+    `before_request` runs before each (the /mcp view gives back its own count there).
+    """
+
+    app: object
+    headers: dict
+    remote_addr: str = "127.0.0.1"
+    before_request: object = None
+    made: list = field(default_factory=list)
+
+    def get(self, path, params=None):
+        """The Answer of GET `path` with query `params` (None values left out)."""
+        if self.before_request is not None:
+            self.before_request()
+        query = {key: _query_value(value) for key, value in (params or {}).items() if value is not None}
+        response = contextvars.Context().run(self._get, path, query)
+        self.made.append(path)
+        text = response.get_data(as_text=True)
+        try:
+            body = json.loads(text) if text else {}
+        except ValueError:
+            body = {}
+        return Answer(response.status_code, text, body)
+
+    def _get(self, path, query):
+        with self.app.test_client() as client:
+            return client.get(path, query_string=query, headers=self.headers,
+                              environ_base={"REMOTE_ADDR": self.remote_addr})
+
+
+def _query_value(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(item) for item in value)
+    return str(value)
+
+
+def caller():
+    """The ApiCaller of the MCP request being served."""
+    return CALLER.get()

@@ -1,0 +1,154 @@
+"""POST /mcp: the SDK's streamable HTTP transport (stateless, JSON responses) served by the WSGI application.
+
+/mcp is answered by a small Flask app of its own, mounted in front of the API's routes, so that the API's
+url_map (what /openapi.json describes) keeps only GET operations. It runs the API's own request hooks and
+error handlers (copied from the API app when mounted): the guard authenticates and counts each POST with the
+same token, limits and messages as any API request. The view then hands the request to the SDK's ASGI
+handler on an event loop of its own, in the same thread; each tool answers with a GET of the API
+(mcp_server/calls.py). Refusals of the guard become JSON-RPC errors carrying the API's message.
+"""
+import json
+
+import anyio
+from flask import Blueprint, Flask, Response, current_app, g, request
+
+from api import guard
+from api.errors import ApiError, ServiceUnavailable, error_response
+from mcp_server.calls import API_REFUSED, CALLER, ApiCaller
+from models import db
+
+PATH = "/mcp"
+API_APP = "shiptrack_api_app"
+SERVER = "shiptrack_mcp_server"
+HOOKS = ("before_request_funcs", "after_request_funcs", "teardown_request_funcs")
+# The request headers a tool's GET carries over from the POST.
+FORWARDED_HEADERS = ("Authorization", "Service-Version")
+
+bp = Blueprint("mcp", __name__)
+
+
+class McpEndpoint:
+    """WSGI middleware: `/mcp` goes to the MCP endpoint app, every other path to the API."""
+
+    def __init__(self, api, endpoint):
+        self.api = api
+        self.endpoint = endpoint
+
+    def __call__(self, environ, start_response):
+        target = self.endpoint if environ.get("PATH_INFO") == PATH else self.api
+        return target(environ, start_response)
+
+
+def mount(app):
+    """The WSGI callable serving /mcp beside `app.wsgi_app` (wrap it: `app.wsgi_app = mount(app)`)."""
+    endpoint = Flask(__name__, static_folder=None)
+    endpoint.config = app.config
+    endpoint.json.sort_keys = False
+    endpoint.json.compact = True
+    for hooks in HOOKS:
+        getattr(endpoint, hooks)[None] = list(getattr(app, hooks)[None])
+    endpoint.error_handler_spec[None] = {code: dict(handlers)
+                                         for code, handlers in app.error_handler_spec[None].items()}
+    endpoint.register_blueprint(bp)
+    endpoint.extensions[API_APP] = app
+    return McpEndpoint(app.wsgi_app, endpoint.wsgi_app)
+
+
+@bp.route(PATH, methods=["POST"], provide_automatic_options=False)
+def serve():
+    """One JSON-RPC message in, its answer out (202 for a notification), through the SDK's server."""
+    body = request.get_data()
+    caller = ApiCaller(current_app.extensions[API_APP],
+                       {name: request.headers[name] for name in FORWARDED_HEADERS if name in request.headers},
+                       remote_addr=request.remote_addr or "unknown", before_request=_give_back_once)
+    token = CALLER.set(caller)
+    try:
+        status, headers, content = anyio.run(_exchange, _server(), _scope(), body)
+    finally:
+        CALLER.reset(token)
+    return Response(content, status=status,
+                    headers=[(name, value) for name, value in headers if name.lower() != "content-length"])
+
+
+def _give_back_once():
+    # A tool call or resource read is counted by the GET it makes, exactly as that API request would
+    # be; this POST's own count is given back first, so it costs one request of the limit, not two.
+    if not g.get("mcp_given_back"):
+        g.mcp_given_back = True
+        guard.give_back_count()
+        # The count's rows stay locked until this request's transaction ends, and the GET counts the
+        # same rows on a connection of its own: commit now, or it would wait for us forever.
+        if "conn" in g:
+            g.conn.commit()
+
+
+def _server():
+    if SERVER not in current_app.extensions:
+        from mcp_server.server import build_server  # the SDK takes seconds to import: on the first /mcp only
+
+        current_app.extensions[SERVER] = build_server()
+    return current_app.extensions[SERVER]
+
+
+def _scope():
+    host, _, port = request.host.partition(":")
+    return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": request.method,
+            "scheme": request.scheme, "path": PATH, "raw_path": PATH.encode(), "root_path": "",
+            "query_string": request.query_string,
+            "headers": [(name.lower().encode("latin-1"), value.encode("latin-1"))
+                        for name, value in request.headers.items()],
+            "client": (request.remote_addr or "unknown", 0),
+            "server": (host, int(port) if port.isdigit() else 80)}
+
+
+async def _exchange(server, scope, body):
+    """(status, headers, body) of the SDK's stateless JSON-response handler for one request."""
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+    answered = anyio.Event()
+    sent = {"status": 500, "headers": [], "body": []}
+    delivered = False
+
+    async def receive():
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        # The client stays connected until the whole answer is written.
+        await answered.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message):
+        if message["type"] == "http.response.start":
+            sent["status"] = message["status"]
+            sent["headers"] = [(name.decode("latin-1"), value.decode("latin-1"))
+                               for name, value in message.get("headers", [])]
+        elif message["type"] == "http.response.body":
+            sent["body"].append(message.get("body", b""))
+            if not message.get("more_body"):
+                answered.set()
+
+    manager = StreamableHTTPSessionManager(app=server, json_response=True, stateless=True)
+    async with manager.run():
+        await manager.handle_request(scope, receive, send)
+    return sent["status"], sent["headers"], b"".join(sent["body"])
+
+
+@bp.errorhandler(ApiError)
+def refused(error):
+    """A refusal of the guard (401, 429, ...) as a JSON-RPC error; status and headers are the API's."""
+    response = error_response(error)
+    try:
+        message = json.loads(request.get_data() or b"null")
+    except ValueError:
+        message = None
+    request_id = message.get("id") if isinstance(message, dict) else None
+    response.set_data(json.dumps({"jsonrpc": "2.0", "id": request_id, "error": {
+        "code": API_REFUSED, "message": error.message, "data": {"status": error.status, **error.body()}}}))
+    return response
+
+
+@bp.errorhandler(db.DatabaseUnavailable)
+def database_unavailable(_error):
+    """The database away: the API's 503, as a JSON-RPC error."""
+    return refused(ServiceUnavailable(current_app.config["DATABASE_RETRY_AFTER"]))

@@ -1,0 +1,247 @@
+"""The MCP server through the SDK's own client, over streamable HTTP (gunicorn, /mcp) and stdio (`flask mcp`).
+
+Every tool is called on the demo data and its full answer compared with the matching API request; wrong
+tokens and exhausted limits are MCP errors in the API's words; other organizations' and hidden shipments
+are never found. The SDK is imported inside the tests: it takes seconds, and every worker collects this module.
+"""
+import json
+import os
+import sys
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import psycopg2
+import pytest
+import requests
+
+from models import db, tokens
+from tests.conftest import NO_RATE_LIMITS
+from tests.support.processes import ROOT, gunicorn
+
+TOOLS = {"search_shipments", "get_shipment", "get_shipment_timeline", "get_shipment_free_time",
+         "list_free_time_at_risk", "list_shipment_documents", "get_document_data", "list_shipment_packing_lists",
+         "list_alerts", "list_checks", "list_changes", "get_organization"}
+INVALID_TOKEN = "The API token is invalid, expired or revoked, or its user left the organization."
+LIMITED = {"window_seconds": 300, "per_token": 3, "per_ip": 100000, "anonymous_per_ip": 100000}
+TRANSPORTS = ["http", "stdio"]
+
+
+@pytest.fixture(scope="module")
+def served(demo_database, tmp_path_factory):
+    """gunicorn over the demo data without limits that matter; yields the base URL."""
+    with gunicorn(demo_database.url, tmp_path_factory.mktemp("mcp"), RATE_LIMITS=NO_RATE_LIMITS) as base:
+        yield base
+
+
+@pytest.fixture(scope="module")
+def demo(demo_database):
+    """Ids of the demo data the tests follow: acme's, globex's and acme's hidden shipments."""
+    conn = psycopg2.connect(demo_database.url)
+    try:
+        with conn.cursor() as cursor:
+            def one(sql):
+                cursor.execute(sql)
+                return cursor.fetchone()[0]
+            acme = "(SELECT id FROM organizations WHERE slug = 'acme')"
+            found = {
+                "shipment": "shp_" + str(one(f"SELECT s.id FROM shipments s WHERE s.organization_id = {acme} "
+                                             "AND NOT s.awaiting_approval AND NOT s.owned_elsewhere AND NOT s.archived "
+                                             "AND EXISTS (SELECT 1 FROM packing_lists p WHERE p.shipment_id = s.id) "
+                                             "ORDER BY s.id DESC LIMIT 1")),
+                "globex": "shp_" + str(one("SELECT min(id) FROM shipments WHERE organization_id = "
+                                           "(SELECT id FROM organizations WHERE slug = 'globex')")),
+                "hidden": [(f"shp_{number}", reference) for number, reference in _rows(
+                    cursor, f"SELECT id, reference FROM shipments WHERE organization_id = {acme} "
+                            "AND (awaiting_approval OR owned_elsewhere) ORDER BY id")],
+            }
+        conn.rollback()
+    finally:
+        conn.close()
+    assert found["hidden"]
+    return found
+
+
+def _rows(cursor, sql):
+    cursor.execute(sql)
+    return cursor.fetchall()
+
+
+def token_of(demo_database):
+    return demo_database.headers["Authorization"].removeprefix("Bearer ")
+
+
+@asynccontextmanager
+async def connect(kind, base, token, mode="auto", **settings):
+    """An SDK client session on `kind` ("http": base + /mcp; "stdio": `flask mcp` on the demo database)."""
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    if kind == "http":
+        http_client = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+        async with http_client, Client(streamable_http_client(f"{base}/mcp", http_client=http_client),
+                                       mode=mode) as client:
+            yield client
+    else:
+        env = {"DATABASE_URL": base, "SHIPTRACK_TOKEN": token, "PATH": os.environ["PATH"],
+               **{f"SHIPTRACK_{key}": json.dumps(value) for key, value in settings.items()}}
+        parameters = StdioServerParameters(command=str(Path(sys.executable).parent / "flask"),
+                                           args=["--app", "app", "mcp"], env=env, cwd=str(ROOT))
+        with open(os.devnull, "w") as errlog:
+            async with Client(parameters, mode=mode) as client:
+                yield client
+
+
+def target(kind, served, demo_database):
+    """What connect() needs for `kind`: the served base URL, or the database the stdio process opens."""
+    return served if kind == "http" else demo_database.url
+
+
+def run(work):
+    return anyio.run(work)
+
+
+def text(result):
+    assert len(result.content) == 1 and result.content[0].type == "text"
+    return result.content[0].text
+
+
+@pytest.mark.parametrize("kind", TRANSPORTS)
+def test_lists_the_tools_with_the_views_documentation(kind, served, demo_database):
+    async def work():
+        async with connect(kind, target(kind, served, demo_database), token_of(demo_database)) as client:
+            return (await client.list_tools()).tools
+
+    listed = {tool.name: tool for tool in run(work)}
+    assert set(listed) == TOOLS
+    document = requests.get(f"{served}/openapi.json", timeout=10).json()
+    operation = document["paths"]["/shipments"]["get"]
+    search = listed["search_shipments"]
+    assert search.description.startswith(operation["summary"] + "\n\n" + operation["description"])
+    assert search.annotations.read_only_hint is True
+    properties = search.input_schema["properties"]
+    assert set(properties) == {"q", "status", "labels", "archived", "created_after", "created_before",
+                               "eta_after", "eta_before", "limit", "starting_after", "full"}
+    assert properties["q"]["description"] == next(p for p in operation["parameters"] if p.get("name") == "q")["description"]
+    assert listed["get_shipment"].input_schema["required"] == ["shipment_id"]
+
+
+def api(served, demo_database, path, **params):
+    """The API's own answer to the matching request (the exact text a tool's `full` answer gives)."""
+    response = requests.get(f"{served}{path}", params=params, headers=demo_database.headers, timeout=30)
+    assert response.status_code == 200, response.text
+    return response.text.rstrip("\n")
+
+
+def calls(demo):
+    """(tool, arguments, the matching API path and query, a line the summary must hold) for every tool."""
+    shipment = demo["shipment"]
+    return [
+        ("search_shipments", {"limit": 3}, ("/shipments", {"limit": 3}), "More: call search_shipments again"),
+        ("search_shipments", {"q": "avocado", "status": "in_transit,arrived", "archived": "any", "limit": 5},
+         ("/shipments", {"q": "avocado", "status": "in_transit,arrived", "archived": "any", "limit": 5}), "shp_"),
+        ("get_shipment", {"shipment_id": shipment}, (f"/shipments/{shipment}", {}), f"{shipment} · SHIP-"),
+        ("get_shipment_timeline", {"shipment_id": shipment}, (f"/shipments/{shipment}/timeline", {}),
+         f"Timeline of {shipment}"),
+        ("get_shipment_free_time", {"shipment_id": shipment}, (f"/shipments/{shipment}/free_time", {}), shipment),
+        ("list_free_time_at_risk", {}, ("/free_time/at_risk", {}), "AT RISK"),
+        ("list_shipment_documents", {"shipment_id": shipment}, (f"/shipments/{shipment}/documents", {}), "doc_"),
+        ("list_shipment_packing_lists", {"shipment_id": shipment}, (f"/shipments/{shipment}/packing_lists", {}),
+         "pkl_"),
+        ("list_alerts", {"limit": 2}, ("/alerts", {"limit": 2}), "More: call list_alerts again with starting_after=alr_"),
+        ("list_checks", {"limit": 4}, ("/checks", {"limit": 4}), "chk_"),
+        ("list_checks", {"status": "failed", "shipment": shipment}, ("/checks", {"status": "failed", "shipment": shipment}),
+         ""),
+        ("list_changes", {"limit": 2}, ("/changes", {"limit": 2}), "next_since: "),
+        ("get_organization", {}, ("/organization", {}), "Acme"),
+    ]
+
+
+@pytest.mark.parametrize("kind", TRANSPORTS)
+def test_every_tool_answers_on_the_demo_data_as_the_api_does(kind, served, demo_database, demo):
+    cases = calls(demo)
+
+    async def work():
+        answers = []
+        async with connect(kind, target(kind, served, demo_database), token_of(demo_database)) as client:
+            for tool, arguments, _request, _line in cases:
+                answers.append((await client.call_tool(tool, arguments),
+                                await client.call_tool(tool, {**arguments, "full": True})))
+            documents = json.loads(text(answers[6][1]))["data"]
+            with_data = next(document["id"] for document in documents if document["data_available"])
+            answers.append((await client.call_tool("get_document_data", {"document_id": with_data}),
+                            await client.call_tool("get_document_data", {"document_id": with_data, "full": True})))
+            cases.append(("get_document_data", {}, (f"/documents/{with_data}/data", {}), "Data of " + with_data))
+        return answers
+
+    answers = run(work)
+    assert {tool for tool, *_rest in cases} == TOOLS
+    for (tool, arguments, (path, query), line), (summary, full) in zip(cases, answers):
+        assert not summary.is_error and not full.is_error, (tool, text(summary))
+        assert text(full) == api(served, demo_database, path, **query), tool
+        assert line in text(summary), (tool, text(summary))
+        # Concise: the summary is shorter than the JSON, one line per listed item at least.
+        assert len(text(summary)) < len(text(full)), tool
+        body = json.loads(text(full))
+        if body["object"] == "list":
+            for item in body["data"]:
+                assert item.get("id", item.get("shipment_id")) in text(summary), (tool, item)
+
+
+@pytest.mark.parametrize("kind", TRANSPORTS)
+def test_shipments_are_resources(kind, served, demo_database, demo):
+    async def work():
+        async with connect(kind, target(kind, served, demo_database), token_of(demo_database)) as client:
+            first = await client.list_resources()
+            second = await client.list_resources(cursor=first.next_cursor)
+            templates = await client.list_resource_templates()
+            read = await client.read_resource(f"shipment://{demo['shipment']}")
+            return first, second, templates, read
+
+    first, second, templates, read = run(work)
+    page = json.loads(api(served, demo_database, "/shipments", limit=100))
+    assert [resource.uri for resource in first.resources] == [f"shipment://{item['id']}" for item in page["data"]]
+    assert first.next_cursor == page["data"][-1]["id"]
+    assert second.resources[0].uri == f"shipment://{json.loads(api(served, demo_database, '/shipments', limit=1, starting_after=first.next_cursor))['data'][0]['id']}"
+    assert [template.uri_template for template in templates.resource_templates] == ["shipment://{shipment_id}"]
+    assert read.contents[0].mime_type == "application/json"
+    assert read.contents[0].text == api(served, demo_database, f"/shipments/{demo['shipment']}")
+
+
+@pytest.mark.parametrize("kind", TRANSPORTS)
+def test_another_organizations_ids_and_hidden_shipments_are_not_found(kind, served, demo_database, demo):
+    from mcp.shared.exceptions import MCPError
+
+    hidden = demo["hidden"]
+
+    async def work():
+        found = {}
+        async with connect(kind, target(kind, served, demo_database), token_of(demo_database)) as client:
+            for shipment in [demo["globex"]] + [number for number, _reference in hidden]:
+                for tool in ("get_shipment", "get_shipment_timeline", "get_shipment_free_time",
+                             "list_shipment_documents", "list_shipment_packing_lists"):
+                    found[tool, shipment] = await client.call_tool(tool, {"shipment_id": shipment})
+                with pytest.raises(MCPError) as refused:
+                    await client.read_resource(f"shipment://{shipment}")
+                found["resource", shipment] = refused.value
+                found["alerts", shipment] = await client.call_tool("list_alerts", {"shipment": shipment, "full": True})
+                found["checks", shipment] = await client.call_tool(
+                    "list_checks", {"shipment": shipment, "status": "pending,passed,failed,skipped,warning", "full": True})
+            for _number, reference in hidden:
+                found["search", reference] = await client.call_tool(
+                    "search_shipments", {"q": reference, "archived": "any", "full": True})
+            found["document"] = await client.call_tool("get_document_data", {"document_id": "doc_999999999"})
+        return found
+
+    found = run(work)
+    for key, answer in found.items():
+        if key[0] == "resource":
+            assert answer.code == -32002 and answer.message.startswith("No such shipment"), key
+            assert answer.data["error"]["code"] == "resource_missing"
+        elif key[0] in ("alerts", "checks", "search"):
+            assert json.loads(text(answer))["data"] == [], key
+        else:
+            assert answer.is_error, key
+            assert text(answer).startswith("resource_missing: No such "), (key, text(answer))
