@@ -103,6 +103,16 @@ def run(work):
     return anyio.run(work)
 
 
+def found_in(error, kind):
+    """The exception of type `kind` in `error` or in the exception groups it nests."""
+    if isinstance(error, kind):
+        return error
+    for inner in getattr(error, "exceptions", ()):
+        if (found := found_in(inner, kind)) is not None:
+            return found
+    return None
+
+
 def text(result):
     assert len(result.content) == 1 and result.content[0].type == "text"
     return result.content[0].text
@@ -245,3 +255,80 @@ def test_another_organizations_ids_and_hidden_shipments_are_not_found(kind, serv
         else:
             assert answer.is_error, key
             assert text(answer).startswith("resource_missing: No such "), (key, text(answer))
+
+
+@pytest.mark.parametrize("kind", TRANSPORTS)
+def test_a_wrong_token_is_an_mcp_error_in_the_apis_words(kind, served, demo_database):
+    from mcp.shared.exceptions import MCPError
+
+    wrong = "sv_" + "x" * 40
+
+    async def work():
+        if kind == "http":
+            # /mcp refuses the first message as the API refuses any request: 401, its message, its body.
+            try:
+                async with connect(kind, served, wrong):
+                    pass
+            except BaseException as error:  # the SDK's task groups wrap it in exception groups
+                return found_in(error, MCPError)
+            raise AssertionError("connected with a wrong token")
+        async with connect(kind, demo_database.url, wrong) as client:
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool("get_organization", {})
+            return refused.value
+
+    error = run(work)
+    assert error.message == INVALID_TOKEN
+    assert error.data["status"] == 401 and error.data["error"]["code"] == "invalid_token"
+    if kind == "http":
+        response = requests.post(f"{served}/mcp", json={"jsonrpc": "2.0", "id": 7, "method": "tools/list"},
+                                 headers={"Accept": "application/json, text/event-stream"}, timeout=10)
+        assert response.status_code == 401 and response.headers["WWW-Authenticate"].startswith("Bearer realm=")
+        assert response.json()["id"] == 7 and response.json()["error"]["data"]["error"]["code"] == "missing_token"
+
+
+@pytest.fixture
+def limited_token(demo_database):
+    """A token of acme's owner whose count starts at zero; revoked afterwards."""
+    conn = db.connect(demo_database.url)
+    conn.autocommit = True
+    try:
+        acme = conn.cursor()
+        acme.execute("SELECT o.id, m.user_id FROM organizations o JOIN memberships m ON m.organization_id = o.id "
+                     "JOIN users u ON u.id = m.user_id WHERE o.slug = 'acme' AND u.email = 'owner@acme.example'")
+        organization_id, user_id = next(iter(acme.fetchone().values())) if False else _pair(acme.fetchone())
+        value, row = tokens.create_token(conn, organization_id, user_id, "mcp limit test", "never")
+        yield value
+        tokens.revoke_token(conn, row["id"])
+    finally:
+        conn.close()
+
+
+def _pair(row):
+    return (row["id"], row["user_id"]) if isinstance(row, dict) else tuple(row)
+
+
+@pytest.mark.parametrize("kind", TRANSPORTS)
+def test_an_exhausted_limit_is_an_mcp_error_in_the_apis_words(kind, demo_database, limited_token, tmp_path):
+    from mcp.shared.exceptions import MCPError
+
+    async def work(base):
+        async with connect(kind, base, limited_token, RATE_LIMITS=LIMITED) as client:
+            answers = []
+            for _attempt in range(5):
+                try:
+                    answers.append(await client.call_tool("get_organization", {}))
+                except MCPError as error:
+                    return answers, error
+            return answers, None
+
+    if kind == "http":
+        with gunicorn(demo_database.url, tmp_path, RATE_LIMITS=LIMITED) as base:
+            answers, error = run(lambda: work(base))
+    else:
+        answers, error = run(lambda: work(demo_database.url))
+    assert error is not None and error.message.startswith("Too many requests."), error
+    assert error.data["status"] == 429 and error.data["error"]["code"] == "rate_limited"
+    # A tool call counts once (its GET; the POST carrying it is given back). Over HTTP the handshake's
+    # POSTs (discover, or initialize and initialized) count too; over stdio nothing but the GETs does.
+    assert 1 <= len(answers) <= 2 if kind == "http" else len(answers) == 3
