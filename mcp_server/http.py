@@ -13,6 +13,7 @@ import anyio
 from flask import Blueprint, Flask, Response, current_app, g, request
 
 from api import guard
+from api.context import release_conn
 from api.errors import ApiError, ServiceUnavailable, error_response
 from mcp_server.calls import API_REFUSED, CALLER, ApiCaller
 from models import db
@@ -76,10 +77,10 @@ def _give_back_once():
     if not g.get("mcp_given_back"):
         g.mcp_given_back = True
         guard.give_back_count()
-        # The count's rows stay locked until this request's transaction ends, and the GET counts the
-        # same rows on a connection of its own: commit now, or it would wait for us forever.
-        if "conn" in g:
-            g.conn.commit()
+        # Commit and give the connection back now: the count's rows stay locked until this request's
+        # transaction ends, and the GET counts the same rows (it would wait for us forever); and the
+        # GET then takes this connection from the pool instead of opening a second one.
+        release_conn()
 
 
 def _server():

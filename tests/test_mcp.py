@@ -15,7 +15,7 @@ import psycopg2
 import pytest
 import requests
 
-from models import db, tokens
+from models import db, organizations, tokens
 from tests.conftest import NO_RATE_LIMITS
 from tests.support.processes import ROOT, gunicorn
 
@@ -293,19 +293,13 @@ def limited_token(demo_database):
     conn = db.connect(demo_database.url)
     conn.autocommit = True
     try:
-        acme = conn.cursor()
-        acme.execute("SELECT o.id, m.user_id FROM organizations o JOIN memberships m ON m.organization_id = o.id "
-                     "JOIN users u ON u.id = m.user_id WHERE o.slug = 'acme' AND u.email = 'owner@acme.example'")
-        organization_id, user_id = next(iter(acme.fetchone().values())) if False else _pair(acme.fetchone())
+        organization_id = organizations.get_organization_by_slug(conn, "acme")["id"]
+        user_id = organizations.get_membership(conn, organization_id, "owner@acme.example")["user_id"]
         value, row = tokens.create_token(conn, organization_id, user_id, "mcp limit test", "never")
         yield value
         tokens.revoke_token(conn, row["id"])
     finally:
         conn.close()
-
-
-def _pair(row):
-    return (row["id"], row["user_id"]) if isinstance(row, dict) else tuple(row)
 
 
 @pytest.mark.parametrize("kind", TRANSPORTS)
