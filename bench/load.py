@@ -5,12 +5,13 @@ a writer changing shipments, pollers on the API and an HTTPS receiver counting e
 
 Creates and drops its own database (bench_load_<pid>) with the demo data of `--shipments`. Two
 gunicorn instances (2 workers each) serve it; `python -m delivery --watch` runs throughout and a
-cron-style `python -m delivery` pass starts every minute beside it. A writer commits
-`--changes-per-second` status or ETA changes, each in its own transaction; pollers read
-`/shipments?limit=100` and `/changes` from both instances. At the end it waits for delivery to
-drain and reports: 5xx answers (target 0), events lost (rendered for the endpoint but never
-received) and duplicated (the same webhook-id received twice) (targets 0), p50/p95 read latency
-per instance, and commit-to-arrival of the webhooks. Only 127.0.0.1 is contacted.
+cron-style `python -m delivery` pass starts every minute beside it. Writers commit
+`--changes-per-second` status or ETA changes in all (over `--writers` connections), each in its own
+transaction; pollers read `/shipments?limit=100` and `/changes` from both instances
+(`--reads-per-second` each). At the end it waits for delivery to drain and reports: 5xx answers
+(target 0), events lost (made for the endpoint but never received) and duplicated (the same
+webhook-id received twice) (targets 0), p50/p95 read latency per instance, and commit-to-arrival
+of the webhooks. Only 127.0.0.1 is contacted.
 """
 import argparse
 import http.server
@@ -41,7 +42,6 @@ from benchkit import ROOT, percentile, run, start_gunicorn  # noqa: E402
 from delivery import signing  # noqa: E402
 from models import db, webhooks  # noqa: E402
 
-STATUSES = ("validated", "in_transit", "arrived", "in_warehouse")
 RAISED_LIMITS = '{"window_seconds":300,"per_token":10000000,"per_ip":10000000,"anonymous_per_ip":10000000}'
 
 
@@ -78,16 +78,17 @@ class ReceiverHandler(http.server.BaseHTTPRequestHandler):
 class Writer(threading.Thread):
     """Status and ETA changes at a steady rate; records (shipment, revision) -> commit time."""
 
-    def __init__(self, url, organization_id, per_second):
+    def __init__(self, url, organization_id, per_second, number=0, of=1):
         super().__init__(daemon=True)
         self.conn = psycopg2.connect(url)
         self.interval = 1 / per_second
-        self.rng = random.Random(11)
+        self.rng = random.Random(11 + number)
         self.stop = threading.Event()
         self.commits = {}
         with self.conn.cursor() as cur:
+            # Each writer its own shipments: like separate users, they never wait for each other's locks.
             cur.execute("""SELECT id FROM shipments WHERE organization_id = %s AND NOT awaiting_approval
-                           AND NOT owned_elsewhere""", (organization_id,))
+                           AND NOT owned_elsewhere AND id %% %s = %s""", (organization_id, of, number))
             self.ids = [row[0] for row in cur.fetchall()]
         self.conn.commit()
 
@@ -97,8 +98,11 @@ class Writer(threading.Thread):
             shipment = self.rng.choice(self.ids)
             with self.conn.cursor() as cur:
                 if self.rng.random() < 0.5:
-                    cur.execute("UPDATE shipments SET status = %s WHERE id = %s AND status <> %s RETURNING revision",
-                                (status := self.rng.choice(STATUSES), shipment, status))
+                    # Always to another status, so that every change is one (and one event).
+                    cur.execute("""UPDATE shipments SET status = CASE status WHEN 'validated' THEN 'in_transit'
+                                     WHEN 'in_transit' THEN 'arrived' WHEN 'arrived' THEN 'in_warehouse'
+                                     ELSE 'validated' END
+                                    WHERE id = %s RETURNING revision""", (shipment,))
                 else:
                     cur.execute("UPDATE shipments SET eta = now() + %s * interval '1 hour' WHERE id = %s "
                                 "RETURNING revision", (self.rng.randint(1, 2000), shipment))
@@ -113,9 +117,9 @@ class Writer(threading.Thread):
 class Poller(threading.Thread):
     """Reads from one instance as fast as it answers; records latency and status of every request."""
 
-    def __init__(self, base, token, paths):
+    def __init__(self, base, token, paths, per_second):
         super().__init__(daemon=True)
-        self.base, self.paths = base, paths
+        self.base, self.paths, self.interval = base, paths, 1 / per_second
         self.session = requests.Session()
         self.session.headers["Authorization"] = f"Bearer {token}"
         self.stop = threading.Event()
@@ -123,7 +127,9 @@ class Poller(threading.Thread):
 
     def run(self):
         number = 0
+        next_at = time.monotonic()
         while not self.stop.is_set():
+            next_at += self.interval
             path = self.paths[number % len(self.paths)]
             number += 1
             started = time.perf_counter()
@@ -133,12 +139,15 @@ class Poller(threading.Thread):
                 status = type(error).__name__
             self.latencies.append((time.perf_counter() - started) * 1000)
             self.statuses[status] += 1
+            self.stop.wait(max(0.0, next_at - time.monotonic()))
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=5)
     parser.add_argument("--changes-per-second", type=float, default=50)
+    parser.add_argument("--writers", type=int, default=2, help="connections sharing the changes")
+    parser.add_argument("--reads-per-second", type=float, default=20, help="per instance")
     parser.add_argument("--shipments", type=int, default=2000)
     parser.add_argument("--drain-seconds", type=float, default=120)
     args = parser.parse_args()
@@ -187,10 +196,11 @@ def main():
         for port in ports:
             processes.append(start_gunicorn(env, port, workers=2))
         processes.append(subprocess.Popen([sys.executable, "-m", "delivery", "--watch"], cwd=ROOT, env=env))
-        pollers = [Poller(f"http://127.0.0.1:{port}", token, ["/shipments?limit=100", "/changes?limit=100"])
-                   for port in ports]
-        writer = Writer(url, organization_id, args.changes_per_second)
-        for thread in (*pollers, writer):
+        pollers = [Poller(f"http://127.0.0.1:{port}", token, ["/shipments?limit=100", "/changes?limit=100"],
+                          args.reads_per_second) for port in ports]
+        writers = [Writer(url, organization_id, args.changes_per_second / args.writers, number, args.writers)
+                   for number in range(args.writers)]
+        for thread in (*pollers, *writers):
             thread.start()
         started = time.monotonic()
         deadline = started + args.minutes * 60
@@ -201,11 +211,11 @@ def main():
             if time.monotonic() >= next_cron:
                 cron_passes.append(subprocess.Popen([sys.executable, "-m", "delivery"], cwd=ROOT, env=env))
                 next_cron += 60
-        writer.stop.set()
-        for poller in pollers:
-            poller.stop.set()
-        for thread in (*pollers, writer):
+        for thread in (*pollers, *writers):
+            thread.stop.set()
+        for thread in (*pollers, *writers):
             thread.join()
+        commits = {key: at for writer in writers for key, at in writer.commits.items()}
         elapsed = time.monotonic() - started
 
         # Drain: every event of the run rendered and delivered (or the drain time is up).
@@ -245,10 +255,10 @@ def main():
     received = Counter(webhook_id for webhook_id, _s, _r, _t in arrivals)
     lost = expected - set(received)
     duplicated = sum(count - 1 for count in received.values() if count > 1)
-    lags = [arrived - writer.commits[(shipment, revision)] for _id, shipment, revision, arrived in arrivals
-            if (shipment, revision) in writer.commits]
-    print(f"{elapsed / 60:.1f} min: {len(writer.commits)} changes committed "
-          f"({len(writer.commits) / elapsed:.1f}/s), {len(cron_passes)} cron passes beside the watcher")
+    lags = [arrived - commits[(shipment, revision)] for _id, shipment, revision, arrived in arrivals
+            if (shipment, revision) in commits]
+    print(f"{elapsed / 60:.1f} min: {len(commits)} changes committed by {len(writers)} writers "
+          f"({len(commits) / elapsed:.1f}/s), {len(cron_passes)} cron passes beside the watcher")
     for port, poller in zip(ports, pollers):
         fivexx = sum(count for status, count in poller.statuses.items() if not isinstance(status, int) or status >= 500)
         print(f"instance :{port}: {sum(poller.statuses.values())} reads, statuses {dict(poller.statuses)}, "
