@@ -48,8 +48,8 @@ def mount(app):
     endpoint.json.compact = True
     for hooks in HOOKS:
         getattr(endpoint, hooks)[None] = list(getattr(app, hooks)[None])
-    endpoint.error_handler_spec[None] = {code: dict(handlers)
-                                         for code, handlers in app.error_handler_spec[None].items()}
+    for code, handlers in app.error_handler_spec[None].items():
+        endpoint.error_handler_spec[None][code] = dict(handlers)
     endpoint.register_blueprint(bp)
     endpoint.extensions[API_APP] = app
     return McpEndpoint(app.wsgi_app, endpoint.wsgi_app)

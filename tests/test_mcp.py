@@ -326,3 +326,12 @@ def test_an_exhausted_limit_is_an_mcp_error_in_the_apis_words(kind, demo_databas
     # A tool call counts once (its GET; the POST carrying it is given back). Over HTTP the handshake's
     # POSTs (discover, or initialize and initialized) count too; over stdio nothing but the GETs does.
     assert 1 <= len(answers) <= 2 if kind == "http" else len(answers) == 3
+
+
+def test_mcp_has_no_stream_to_open_and_the_api_keeps_its_routes(served, demo_database):
+    # GET /mcp would open the optional server-to-client stream: 405, which the protocol allows.
+    response = requests.get(f"{served}/mcp", headers=demo_database.headers, timeout=10)
+    assert response.status_code == 405 and response.json()["error"]["code"] == "method_not_allowed"
+    # /mcp is not an operation of the description, and nothing else moved.
+    assert "/mcp" not in requests.get(f"{served}/openapi.json", timeout=10).json()["paths"]
+    assert requests.get(f"{served}/mcp.json", headers=demo_database.headers, timeout=10).status_code == 404
