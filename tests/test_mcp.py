@@ -336,3 +336,14 @@ def test_mcp_has_no_stream_to_open_and_the_api_keeps_its_routes(served, demo_dat
     # /mcp is not an operation of the description, and nothing else moved.
     assert "/mcp" not in requests.get(f"{served}/openapi.json", timeout=10).json()["paths"]
     assert requests.get(f"{served}/mcp.json", headers=demo_database.headers, timeout=10).status_code == 404
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+def test_the_handshake_era_and_the_per_request_era_both_work(mode, served, demo_database):
+    async def work():
+        async with connect("http", served, token_of(demo_database), mode=mode) as client:
+            return client.protocol_version, await client.call_tool("get_organization", {})
+
+    version, answer = run(work)
+    assert version == ("2025-11-25" if mode == "legacy" else mode)
+    assert not answer.is_error and "Acme" in text(answer)
