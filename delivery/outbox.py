@@ -27,6 +27,13 @@ def render_pending(conn, now, limit=RENDER_BATCH, event_ids=None):
         # same webhook-id) after a receiver may already have had the first ones.
         cur.execute("SET LOCAL synchronous_commit = on")
     renderer = Renderer(conn)
+    try:
+        renderer.prefetch(claimed)
+    except psycopg2.Error:
+        raise
+    except Exception:  # a serialiser bug in one shipment: each event is rendered alone below, and fails alone
+        log.exception("cannot render the batch's shipments together; rendering event by event")
+        renderer = Renderer(conn)
     rendered = []
     for event in claimed:
         try:

@@ -1,23 +1,18 @@
 """Event bodies: data.object rendered once by the API's own serialisers at the organization's version."""
 import json
 
-from flask.json.provider import DefaultJSONProvider
-
 from api import versions
 from api.ids import PREFIXES, format_id
 from api.schemas.alerts import MonitoringAlertSchema
 from api.schemas.fields import UtcDateTime
-from api.schemas.present import present
+from api.schemas.present import RENDERER, dumps, present
 from api.schemas.shipments import ShipmentSchema
 from models import alerts, shipments
 from models.webhooks import CHECK_RESULT_KEYS, CHECK_SUMMARY_KEYS
 
 _timestamp = UtcDateTime()._serialize
-
-
-def dumps(document):
-    """JSON exactly as the API writes it (compact, keys in schema order)."""
-    return json.dumps(document, default=DefaultJSONProvider.default, ensure_ascii=True, separators=(",", ":"))
+# Events whose data.object is not a shipment.
+_NOT_SHIPMENTS = ("alert.created", "webhook.test")
 
 
 class Renderer:
@@ -26,6 +21,31 @@ class Renderer:
     def __init__(self, conn):
         self.conn = conn
         self._shipments = {}
+
+    def prefetch(self, events):
+        """Read every shipment the events show, per organization and version, in a few statements.
+
+        A shipment whose stored rendering is current (what GET /shipments/{id} serves,
+        docs/rendering.md) is taken as stored; the others are read together and rendered here. They
+        are not stored: this transaction is not one snapshot, and the API stores its own.
+        """
+        wanted = {}
+        for event in events:
+            if event.type not in _NOT_SHIPMENTS:
+                version = event.organization_version or versions.LATEST
+                wanted.setdefault((event.organization_id, version), set()).add(event.shipment_id)
+        for (organization_id, version), numbers in wanted.items():
+            page = shipments.rendered_page(self.conn, organization_id, len(numbers), version, RENDERER,
+                                           shipment_ids=sorted(numbers))
+            found = {number: json.loads(body) for number, body in page if body is not None}
+            misses = [number for number, body in page if body is None]
+            if misses:
+                found.update((shipment["id"], present("shipment", ShipmentSchema, shipment, version))
+                             for shipment in shipments.list_shipments(self.conn, organization_id, len(misses),
+                                                                      shipment_ids=misses))
+            for number in numbers:
+                # Absent: hidden or gone, as get_shipment would say.
+                self._shipments[(organization_id, number, version)] = found.get(number)
 
     def shipment(self, organization_id, shipment_id, version):
         """The shipment as GET /shipments/{id} shows it at `version`, or None when hidden or gone."""
