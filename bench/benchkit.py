@@ -50,14 +50,14 @@ def seed(server, env, count):
     conn.close()
 
 
-def start_gunicorn(env, port, workers):
-    """gunicorn with the app on 127.0.0.1:port; returns the master process once it answers."""
+def start_gunicorn(env, port, workers, target="app:create_app()", cwd=ROOT, probe="/openapi.json"):
+    """gunicorn with `target` (the service by default) on 127.0.0.1:port; returns the master once it answers."""
     process = subprocess.Popen([str(Path(sys.executable).parent / "gunicorn"), "-w", str(workers),
-                                "-b", f"127.0.0.1:{port}", "--log-level", "warning", "app:create_app()"],
-                               cwd=ROOT, env=env)
+                                "-b", f"127.0.0.1:{port}", "--log-level", "warning", target],
+                               cwd=cwd, env=env)
     for _ in range(100):
         try:
-            requests.get(f"http://127.0.0.1:{port}/openapi.json", timeout=1)
+            requests.get(f"http://127.0.0.1:{port}{probe}", timeout=1)
             return process
         except requests.RequestException:
             time.sleep(0.2)
