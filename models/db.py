@@ -221,9 +221,11 @@ def one_snapshot(conn):
         yield
         conn.commit()
     finally:
-        if conn.status != psycopg2.extensions.STATUS_READY:
-            conn.rollback()
-        conn.isolation_level = psycopg2.extensions.ISOLATION_LEVEL_DEFAULT
+        # A connection lost in the block is closed: nothing to undo, and the caller sees the loss itself.
+        if not conn.closed:
+            if conn.status != psycopg2.extensions.STATUS_READY:
+                conn.rollback()
+            conn.isolation_level = psycopg2.extensions.ISOLATION_LEVEL_DEFAULT
 
 
 def apply_schema(conn):

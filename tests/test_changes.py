@@ -484,3 +484,24 @@ def feed_position(conn, org):
     with conn.cursor() as cur:
         cur.execute(LATEST_SQL, {"org": org["id"]})
         return cur.fetchone()["position"]
+
+
+def test_a_connection_lost_inside_the_feeds_snapshot_is_a_503_not_a_500(conn, app, client, org, monkeypatch):
+    """The database going away between the feed's statements: the API's 503, and the next poll works."""
+    from models import changes as changes_model
+
+    make_shipment(conn, org["id"])
+    real = changes_model.changes_after
+
+    def dropped(connection, *args):
+        with conn.cursor() as cur:
+            cur.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+                        "AND pid <> pg_backend_pid()")
+        return real(connection, *args)
+    monkeypatch.setattr(changes_model, "changes_after", dropped)
+    app.config["PROPAGATE_EXCEPTIONS"] = False
+    response = client.get("/changes", headers=auth(org["token"]))
+    assert response.status_code == 503
+    assert response.json["error"]["code"] == "service_unavailable"
+    monkeypatch.setattr(changes_model, "changes_after", real)
+    assert feed(client, org)["data"][0]["revision"] == 1
