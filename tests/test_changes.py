@@ -494,9 +494,8 @@ def test_a_connection_lost_inside_the_feeds_snapshot_is_a_503_not_a_500(conn, ap
     real = changes_model.changes_after
 
     def dropped(connection, *args):
-        with conn.cursor() as cur:
-            cur.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
-                        "AND pid <> pg_backend_pid()")
+        with conn.cursor() as cur:        # the request's own session, nobody else's
+            cur.execute("SELECT pg_terminate_backend(%s)", (connection.info.backend_pid,))
         return real(connection, *args)
     monkeypatch.setattr(changes_model, "changes_after", dropped)
     app.config["PROPAGATE_EXCEPTIONS"] = False
