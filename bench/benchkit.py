@@ -17,10 +17,10 @@ from models import db  # noqa: E402
 BENCH_DB = "shiptrack_bench"
 
 
-def bench_url():
-    """URL of the bench database on the configured (or embedded) server, and the server's URL."""
+def bench_url(database=BENCH_DB):
+    """URL of a bench database on the configured (or embedded) server, and the server's URL."""
     server = os.environ.get("DATABASE_URL") or db.embedded_database_url()
-    return urlunsplit(urlsplit(server)._replace(path="/" + BENCH_DB)), server
+    return urlunsplit(urlsplit(server)._replace(path="/" + database)), server
 
 
 def run(*args, env, capture=False):
@@ -31,13 +31,13 @@ def run(*args, env, capture=False):
     return out.stdout.strip() if capture else None
 
 
-def seed(server, env, count):
-    """Recreate the bench database and fill it with `count` demo shipments."""
+def seed(server, env, count, database=BENCH_DB):
+    """Recreate a bench database (env's DATABASE_URL names it) and fill it with `count` demo shipments."""
     admin = psycopg2.connect(urlunsplit(urlsplit(server)._replace(path="/postgres")))
     admin.autocommit = True
     with admin.cursor() as cur:
-        cur.execute(f'DROP DATABASE IF EXISTS "{BENCH_DB}" WITH (FORCE)')
-        cur.execute(f'CREATE DATABASE "{BENCH_DB}"')
+        cur.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+        cur.execute(f'CREATE DATABASE "{database}"')
     admin.close()
     run("db", "init", env=env)
     started = time.monotonic()

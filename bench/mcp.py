@@ -11,39 +11,15 @@ A first POST per worker pays the SDK's import (seconds) and is sent before measu
 import argparse
 import os
 import statistics
-import sys
 import time
-from urllib.parse import urlsplit, urlunsplit
 
-import psycopg2
 import requests
 
-
-from benchkit import percentile, run, start_gunicorn
-
-from models import db  # noqa: E402
+from benchkit import bench_url, percentile, run, seed, start_gunicorn
 
 DATABASE = "shiptrack_bench_mcp"
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
                "MCP-Protocol-Version": "2025-11-25"}
-
-
-def database_urls():
-    """The bench database's URL on the configured (or embedded) server, and the server's."""
-    server = os.environ.get("DATABASE_URL") or db.embedded_database_url()
-    return urlunsplit(urlsplit(server)._replace(path="/" + DATABASE)), server
-
-
-def seed(server, env, count):
-    """Recreate the database with `count` demo shipments."""
-    admin = psycopg2.connect(urlunsplit(urlsplit(server)._replace(path="/postgres")))
-    admin.autocommit = True
-    with admin.cursor() as cur:
-        cur.execute(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)')
-        cur.execute(f'CREATE DATABASE "{DATABASE}"')
-    admin.close()
-    run("db", "init", env=env)
-    run("demo", "seed", "--shipments", str(count), env=env)
 
 
 def pairs(shipment):
@@ -76,10 +52,10 @@ def main():
     parser.add_argument("--port", type=int, default=18766)
     args = parser.parse_args()
 
-    url, server = database_urls()
+    url, server = bench_url(DATABASE)
     env = {**os.environ, "DATABASE_URL": url}
     if not args.reuse:
-        seed(server, env, args.shipments)
+        seed(server, env, args.shipments, DATABASE)
     token = run("tokens", "create", "--org", "acme", "--user", "owner@acme.example", "--name", "bench-mcp",
                 "--expires", "30d", "--replace", env=env, capture=True)
     env["SHIPTRACK_RATE_LIMITS"] = '{"window_seconds":300,"per_token":10000000,"per_ip":10000000,' \
