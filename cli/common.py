@@ -2,6 +2,7 @@
 from contextlib import contextmanager
 
 import click
+import psycopg2
 from flask import current_app
 
 from api.ids import parse_id
@@ -10,8 +11,15 @@ from models import db, organizations
 
 @contextmanager
 def transaction():
-    """A connection whose work is committed when the block ends without error."""
-    conn = db.connect(current_app.config["DATABASE_URL"])
+    """A connection whose work is committed when the block ends without error.
+
+    A database that cannot be reached (a wrong URL, a server away) is a one-line error for every
+    command, not a traceback.
+    """
+    try:
+        conn = db.connect(current_app.config["DATABASE_URL"])
+    except psycopg2.Error as error:           # refused, unreachable, or not a URL at all (ProgrammingError)
+        raise click.ClickException(f"cannot connect to the database: {' '.join(str(error).split())}") from None
     try:
         yield conn
         conn.commit()

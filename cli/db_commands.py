@@ -1,6 +1,5 @@
 """`flask db init | upgrade | status`: the schema and its numbered migrations (models/migrations.py)."""
 import click
-import psycopg2
 from flask.cli import AppGroup
 
 from cli.common import transaction
@@ -10,19 +9,13 @@ db_cli = AppGroup("db", help="Database schema.")
 
 
 def _run(step):
-    """Run `step(conn)` in one transaction; a schema that cannot be used is a one-line error."""
-    connected = False
+    """Run `step(conn)` in one transaction; a schema that cannot be used is a one-line error (and a database
+    that cannot be reached, as for every command: cli.common.transaction)."""
     try:
         with transaction() as conn:
-            connected = True
             return step(conn)
     except migrations.SchemaMismatch as error:
         raise click.ClickException(str(error)) from None
-    except psycopg2.Error as error:
-        if connected:
-            raise
-        # A wrong URL or a server that is away: libpq's reason on one line, not a traceback.
-        raise click.ClickException(f"cannot connect to the database: {' '.join(str(error).split())}") from None
 
 
 @db_cli.command("init")

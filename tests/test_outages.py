@@ -114,9 +114,10 @@ def test_the_database_away_is_503_except_the_description_and_its_page():
     db.close_pool()
 
 
-def test_flask_db_init_with_a_wrong_url_says_so_in_one_line():
+@pytest.mark.parametrize("command", [["db", "init"], ["tokens", "list", "--org", "acme"], ["webhooks", "list", "--org", "acme"]])
+def test_a_command_with_a_wrong_url_says_so_in_one_line(command):
     for url in (unreachable_url(), "not a database url"):
-        result = subprocess.run([sys.executable, "-m", "flask", "--app", "app", "db", "init"], cwd=ROOT,
+        result = subprocess.run([sys.executable, "-m", "flask", "--app", "app", *command], cwd=ROOT,
                                 env={**os.environ, "DATABASE_URL": url}, capture_output=True, text=True,
                                 timeout=60)
         assert result.returncode == 1, result.stderr
