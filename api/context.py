@@ -29,22 +29,18 @@ def first_statements(work):
     begins), and a lost connection rolled its transaction back. A second failure is the database
     being away: DatabaseUnavailable.
     """
-    conn = get_conn()
-    try:
-        return work(conn)
-    except (psycopg2.OperationalError, psycopg2.InterfaceError) as error:
-        if not db.is_disconnect(error, conn):
-            raise
-        log.info("pooled connection lost before its first statement (%s); retrying once on a new one",
-                 " ".join(str(error).split()))
-        _discard_conn()
-    conn = get_conn()
-    try:
-        return work(conn)
-    except (psycopg2.OperationalError, psycopg2.InterfaceError) as error:
-        if not db.is_disconnect(error, conn):
-            raise
-        raise db.DatabaseUnavailable(" ".join(str(error).split())) from error
+    for last_try in (False, True):
+        conn = get_conn()
+        try:
+            return work(conn)
+        except (psycopg2.OperationalError, psycopg2.InterfaceError) as error:
+            if not db.is_disconnect(error, conn):
+                raise
+            reason = " ".join(str(error).split())
+            if last_try:
+                raise db.DatabaseUnavailable(reason) from error
+            log.info("pooled connection lost before its first statement (%s); retrying once on a new one", reason)
+            _discard_conn()
 
 
 def _discard_conn():
