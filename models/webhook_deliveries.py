@@ -49,6 +49,19 @@ WITH due AS MATERIALIZED (
 SELECT id FROM candidates WHERE pg_try_advisory_xact_lock(%(space)s, (id %% 2147483647)::int)
 """
 
+# Both claims (_CLAIM_SQL, _CREATE_CLAIMED_SQL) follow their `claimed` CTE with these: an attempt a dead
+# pass left in flight for the delivery is closed as interrupted, and this attempt's row is written in
+# flight before the request goes out.
+_START_ATTEMPTS_CTES = """interrupted AS (
+  UPDATE webhook_attempts a SET state = 'interrupted'
+    FROM claimed c
+   WHERE a.delivery_id = c.id AND a.state = 'in_flight'
+), started AS (
+  INSERT INTO webhook_attempts (delivery_id, endpoint_id, event_id, attempt, reason, attempted_at, succeeded, state)
+  SELECT c.id, c.endpoint_id, c.event_id, c.attempt, c.reason, %(now)s, false, 'in_flight' FROM claimed c
+  RETURNING id, delivery_id
+)"""
+
 # claim_due: up to `cap` requests in flight per endpoint in all processes (a slow endpoint never takes
 # every worker), due deliveries locked with SKIP LOCKED and leased by pushing next_attempt_at forward:
 # a pass that dies leaves work that becomes due again when the lease runs out.  Each claim writes its
@@ -77,15 +90,7 @@ WITH free AS (
    WHERE d.id = p.id
   RETURNING d.id, d.event_id, d.endpoint_id, d.reason, d.attempt_count + 1 AS attempt, d.max_attempts,
             d.lease_token
-), interrupted AS (
-  UPDATE webhook_attempts a SET state = 'interrupted'
-    FROM claimed c
-   WHERE a.delivery_id = c.id AND a.state = 'in_flight'
-), started AS (
-  INSERT INTO webhook_attempts (delivery_id, endpoint_id, event_id, attempt, reason, attempted_at, succeeded, state)
-  SELECT c.id, c.endpoint_id, c.event_id, c.attempt, c.reason, %(now)s, false, 'in_flight' FROM claimed c
-  RETURNING id, delivery_id
-)
+), """ + _START_ATTEMPTS_CTES + """
 SELECT c.id, c.event_id, c.endpoint_id, c.reason, c.attempt, c.max_attempts, c.lease_token,
        s.id AS attempt_id, e.url, e.secret, ev.type, ev.body
   FROM claimed c
@@ -106,15 +111,7 @@ WITH claimed AS (
          next_attempt_at = EXCLUDED.next_attempt_at, lease_token = EXCLUDED.lease_token,
          last_status_code = NULL, last_error = NULL, finished_at = NULL
   RETURNING d.id, d.event_id, d.endpoint_id, d.reason, 1 AS attempt, d.max_attempts, d.lease_token
-), interrupted AS (
-  UPDATE webhook_attempts a SET state = 'interrupted'
-    FROM claimed c
-   WHERE a.delivery_id = c.id AND a.state = 'in_flight'
-), started AS (
-  INSERT INTO webhook_attempts (delivery_id, endpoint_id, event_id, attempt, reason, attempted_at, succeeded, state)
-  SELECT c.id, c.endpoint_id, c.event_id, 1, c.reason, %(now)s, false, 'in_flight' FROM claimed c
-  RETURNING id
-)
+), """ + _START_ATTEMPTS_CTES + """
 SELECT c.*, (SELECT id FROM started) AS attempt_id,
        (SELECT e.url FROM webhook_endpoints e WHERE e.id = c.endpoint_id) AS url,
        (SELECT e.secret FROM webhook_endpoints e WHERE e.id = c.endpoint_id) AS secret,
