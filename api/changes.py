@@ -1,18 +1,15 @@
 """GET /changes: the change feed a mirror polls (docs/sync.md)."""
-import json
-
 from flask import Blueprint
 
-from api import render
+from api import render, renderings
 from api.apidoc import get_route
 from api.context import get_conn, principal, version
 from api.params import ChangeCursor, parse_query
 from api.schemas.changes import ChangeListSchema
-from api.schemas.present import RENDERER, dumps, present
+from api.schemas.present import dumps, present
 from api.schemas.queries import ChangeListQuerySchema
 from api.schemas.shipments import DeletedShipmentSchema
-from api.shipments import keep_renderings, render_missing
-from models import changes, db, shipments
+from models import changes, db
 
 bp = Blueprint("changes", __name__)
 
@@ -38,18 +35,15 @@ def list_changes():
     with db.one_snapshot(conn):
         page = changes.changes_after(conn, organization_id, since, query["limit"] + 1)
         visible = [number for _position, number, _revision, is_visible in page if is_visible]
-        stored = shipments.rendered_page(conn, organization_id, len(visible), shown, RENDERER,
-                                         shipment_ids=visible) if visible else []
-        made = render_missing(conn, organization_id, shown, stored)
-    keep_renderings(conn, shown, made)
-    bodies = {number: body if body is not None else made[number][1] for number, body in stored}
+        stored = renderings.page(conn, organization_id, shown, len(visible), shipment_ids=visible) if visible else []
+        made = renderings.render_missing(conn, organization_id, shown, stored)
+    renderings.keep(conn, shown, made)
+    bodies = renderings.bodies(stored, made)
     has_more = len(page) > query["limit"]
     page = page[:query["limit"]]
     items = [bodies[number] if is_visible else
              dumps(present("deleted_shipment", DeletedShipmentSchema,
                            {"id": number, "revision": revision, "deleted": True}, shown))
              for _position, number, revision, is_visible in page]
-    cursor = ChangeCursor.format(page[-1][0] if page else since)
     # The shipments as stored, never parsed again; the envelope as ChangeListSchema orders it.
-    return render.stored('{"object":"list","data":[' + ",".join(items) + '],"has_more":'
-                         + json.dumps(has_more) + ',"next_since":' + json.dumps(cursor) + "}")
+    return render.stored_list(items, has_more, next_since=ChangeCursor.format(page[-1][0] if page else since))

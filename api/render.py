@@ -1,4 +1,6 @@
 """Responses: one resource or a list envelope, shaped for the request's version."""
+import json
+
 from flask import Response, current_app, jsonify
 
 from api.context import version
@@ -28,14 +30,19 @@ def stored(body):
 
 
 def stored_listing(bodies, limit):
-    """The list envelope around stored JSON documents (up to limit + 1; the extra one sets has_more).
+    """The list envelope around stored JSON documents (up to limit + 1; the extra one sets has_more)."""
+    return stored_list(bodies[:limit], len(bodies) > limit)
+
+
+def stored_list(bodies, has_more, **members):
+    """The list envelope around stored JSON documents, with `members` after has_more (GET /changes's cursor).
 
     The documents are served as stored, never parsed and dumped again; the envelope is written as
     listing() writes it (compact, keys in this order).
     """
-    has_more = len(bodies) > limit
-    return stored('{"object":"list","data":[' + ",".join(bodies[:limit]) + '],"has_more":'
-                  + ("true" if has_more else "false") + "}")
+    tail = "".join(f",{json.dumps(name)}:{json.dumps(value)}" for name, value in members.items())
+    return stored('{"object":"list","data":[' + ",".join(bodies) + '],"has_more":'
+                  + ("true" if has_more else "false") + tail + "}")
 
 
 def path_id(value, prefix, noun):
