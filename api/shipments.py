@@ -1,15 +1,15 @@
 """GET /shipments and GET /shipments/{shipment_id}: stored renderings served as bytes, made on a miss."""
 from flask import Blueprint
 
+from api import renderings
 from api.apidoc import get_route
 from api.context import get_conn, principal, version
 from api.params import parse_query
 from api.render import missing, path_id, stored, stored_listing
 from api.schemas.common import list_schema
-from api.schemas.present import RENDERER, dumps, present
 from api.schemas.queries import ShipmentListQuerySchema
 from api.schemas.shipments import ShipmentSchema
-from models import db, shipments
+from models import db
 
 bp = Blueprint("shipments", __name__)
 
@@ -55,30 +55,12 @@ def shipment_bodies(limit, **filters):
     stored for the next read.
     """
     conn, organization_id, shown = get_conn(), principal()["organization_id"], version()
-    page = shipments.rendered_page(conn, organization_id, limit, shown, RENDERER, **filters)
+    stored = renderings.page(conn, organization_id, shown, limit, **filters)
     made = {}
-    if any(body is None for _number, body in page):
+    if any(body is None for _number, body in stored):
         with db.one_snapshot(conn):
-            made = render_missing(conn, organization_id, shown, page)
-        keep_renderings(conn, shown, made)
+            made = renderings.render_missing(conn, organization_id, shown, stored)
+        renderings.keep(conn, shown, made)
+    found = renderings.bodies(stored, made)
     # A shipment hidden or deleted between the two reads is left out, as a read after it would.
-    return [body if body is not None else made[number][1] for number, body in page
-            if body is not None or number in made]
-
-
-def render_missing(conn, organization_id, shown, page):
-    """{id: (revision, JSON)} for the shipments of a rendered_page without a current rendering.
-
-    The caller runs it inside db.one_snapshot, so each rendering matches the revision stored with it.
-    """
-    misses = [number for number, body in page if body is None]
-    if not misses:
-        return {}
-    fresh = shipments.list_shipments(conn, organization_id, len(misses), shipment_ids=misses)
-    return {shipment["id"]: (shipment["revision"], dumps(present("shipment", ShipmentSchema, shipment, shown)))
-            for shipment in fresh}
-
-
-def keep_renderings(conn, shown, made):
-    """Store what render_missing made (outside the snapshot: a store may wait for a concurrent one)."""
-    shipments.store_renderings(conn, shown, RENDERER, [(number, *made[number]) for number in sorted(made)])
+    return [found[number] for number, _body in stored if number in found]

@@ -1,11 +1,11 @@
 """Event bodies: data.object rendered once by the API's own serialisers at the organization's version."""
 import json
 
-from api import versions
+from api import renderings, versions
 from api.ids import PREFIXES, format_id
 from api.schemas.alerts import MonitoringAlertSchema
 from api.schemas.fields import UtcDateTime
-from api.schemas.present import RENDERER, dumps, present
+from api.schemas.present import dumps, present
 from api.schemas.shipments import ShipmentSchema
 from models import alerts, shipments
 from models.webhooks import CHECK_RESULT_KEYS, CHECK_SUMMARY_KEYS
@@ -35,17 +35,12 @@ class Renderer:
                 version = event.organization_version or versions.LATEST
                 wanted.setdefault((event.organization_id, version), set()).add(event.shipment_id)
         for (organization_id, version), numbers in wanted.items():
-            page = shipments.rendered_page(self.conn, organization_id, len(numbers), version, RENDERER,
-                                           shipment_ids=sorted(numbers))
-            found = {number: json.loads(body) for number, body in page if body is not None}
-            misses = [number for number, body in page if body is None]
-            if misses:
-                found.update((shipment["id"], present("shipment", ShipmentSchema, shipment, version))
-                             for shipment in shipments.list_shipments(self.conn, organization_id, len(misses),
-                                                                      shipment_ids=misses))
+            stored = renderings.page(self.conn, organization_id, version, len(numbers), shipment_ids=sorted(numbers))
+            found = renderings.bodies(stored, renderings.render_missing(self.conn, organization_id, version, stored))
             for number in numbers:
                 # Absent: hidden or gone, as get_shipment would say.
-                self._shipments[(organization_id, number, version)] = found.get(number)
+                body = found.get(number)
+                self._shipments[(organization_id, number, version)] = None if body is None else json.loads(body)
 
     def shipment(self, organization_id, shipment_id, version):
         """The shipment as GET /shipments/{id} shows it at `version`, or None when hidden or gone."""

@@ -3,7 +3,7 @@ import random
 
 import pytest
 
-from api import shipments as shipment_views
+from api import renderings
 from api.schemas.present import dumps, present
 from api.schemas.shipments import ShipmentSchema
 from api.versions import LATEST
@@ -137,7 +137,7 @@ def test_a_rendering_is_served_only_for_its_revision_version_and_renderer(conn, 
     assert (now["reference"], now["notes"], now["revision"]) == ("S-1", "changed", first["revision"] + 1)
     # ...nor after a deploy of code that shapes shipments differently.
     sql(conn, "UPDATE shipment_renderings SET body = replace(body, 'S-1', 'S-STORED')")
-    monkeypatch.setattr(shipment_views, "RENDERER", "another-renderer")
+    monkeypatch.setattr(renderings, "RENDERER", "another-renderer")
     assert client.get(f"/shipments/shp_{shipment}", headers=auth(org["token"])).json["reference"] == "S-1"
     assert sql(conn, "SELECT renderer FROM shipment_renderings")[0]["renderer"] == "another-renderer"
 

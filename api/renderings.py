@@ -1,0 +1,39 @@
+"""Stored shipment renderings (docs/rendering.md): current ones taken as stored, the others rendered.
+
+Shared by the views (GET /shipments, /shipments/{id}, /changes) and the delivery script's webhook
+bodies; no Flask here.
+"""
+from api.schemas.present import RENDERER, dumps, present
+from api.schemas.shipments import ShipmentSchema
+from models import shipments
+
+
+def page(conn, organization_id, version, limit, **filters):
+    """[(id, stored JSON or None)] of up to `limit` visible shipments, newest first (models.shipments filters)."""
+    return shipments.rendered_page(conn, organization_id, limit, version, RENDERER, **filters)
+
+
+def render_missing(conn, organization_id, version, stored):
+    """{id: (revision, JSON)} for the shipments of a `page` without a current rendering, rendered now.
+
+    Run it inside db.one_snapshot before keeping the result, so each rendering matches the revision
+    stored with it; a shipment hidden or deleted meanwhile is absent.
+    """
+    misses = [number for number, body in stored if body is None]
+    if not misses:
+        return {}
+    fresh = shipments.list_shipments(conn, organization_id, len(misses), shipment_ids=misses)
+    return {shipment["id"]: (shipment["revision"], dumps(present("shipment", ShipmentSchema, shipment, version)))
+            for shipment in fresh}
+
+
+def keep(conn, version, made):
+    """Store what render_missing made (outside the snapshot: a store may wait for a concurrent one)."""
+    shipments.store_renderings(conn, version, RENDERER, [(number, *made[number]) for number in sorted(made)])
+
+
+def bodies(stored, made):
+    """{id: JSON} of a `page`: as stored, else as made; shipments made nowhere (hidden meanwhile) are absent."""
+    found = {number: body for number, body in stored if body is not None}
+    found.update((number, body) for number, (_revision, body) in made.items())
+    return found
