@@ -21,7 +21,7 @@ import requests
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchkit import bench_url, percentile, run, seed, start_gunicorn  # noqa: E402
+from benchkit import RAISED_LIMITS, acme_id, acme_token, bench_url, percentile, seed, start_gunicorn  # noqa: E402
 from models import shipments as shipment_sql  # noqa: E402
 
 def measure(session, url, headers, count, before_each=None):
@@ -125,19 +125,16 @@ def main():
     env = {**os.environ, "DATABASE_URL": url}
     if not args.reuse:
         seed(server, env, args.shipments)
-    token = run("tokens", "create", "--org", "acme", "--user", "owner@acme.example", "--name", "bench",
-                "--expires", "30d", "--replace", env=env, capture=True)
+    token = acme_token(env, "bench")
+    organization_id = acme_id(url)
     conn = psycopg2.connect(url)
     conn.autocommit = True
     with conn.cursor() as cur:
-        cur.execute("SELECT id FROM organizations WHERE slug = 'acme'")
-        organization_id = cur.fetchone()[0]
         cur.execute("SELECT count(*) FROM shipments WHERE organization_id = %s", (organization_id,))
         total = cur.fetchone()[0]
     print(f"acme has {total} shipments")
     # Rate limits would stop a benchmark; it runs with them raised (they are still counted).
-    env["SHIPTRACK_RATE_LIMITS"] = '{"window_seconds":300,"per_token":10000000,"per_ip":10000000,' \
-                                   '"anonymous_per_ip":10000000}'
+    env["SHIPTRACK_RATE_LIMITS"] = RAISED_LIMITS
     server_process = start_gunicorn(env, args.port, workers=2)
     headers = {"Authorization": f"Bearer {token}"}
     results = []

@@ -15,6 +15,8 @@ sys.path.insert(0, str(ROOT))
 from models import db  # noqa: E402
 
 BENCH_DB = "shiptrack_bench"
+# Rate limits would stop a benchmark: raised for it (requests are still counted).
+RAISED_LIMITS = '{"window_seconds":300,"per_token":10000000,"per_ip":10000000,"anonymous_per_ip":10000000}'
 
 
 def bench_url(database=BENCH_DB):
@@ -48,6 +50,23 @@ def seed(server, env, count, database=BENCH_DB):
     with conn.cursor() as cur:
         cur.execute("VACUUM ANALYZE")
     conn.close()
+
+
+def acme_token(env, name):
+    """A new 30-day token of acme's owner called `name` (one of that name is replaced); its value."""
+    return run("tokens", "create", "--org", "acme", "--user", "owner@acme.example", "--name", name,
+               "--expires", "30d", "--replace", env=env, capture=True)
+
+
+def acme_id(url):
+    """The id of the demo organization acme in the database at `url`."""
+    conn = psycopg2.connect(url)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT id FROM organizations WHERE slug = 'acme'")
+            return cur.fetchone()[0]
+    finally:
+        conn.close()
 
 
 def start_gunicorn(env, port, workers, target="app:create_app()", cwd=ROOT, probe="/openapi.json"):

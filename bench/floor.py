@@ -16,15 +16,11 @@ import threading
 import time
 from pathlib import Path
 
-import psycopg2
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchkit import bench_url, run, start_gunicorn  # noqa: E402
-
-RAISED_LIMITS = '{"window_seconds":300,"per_token":10000000,"per_ip":10000000,"anonymous_per_ip":10000000}'
-
+from benchkit import RAISED_LIMITS, acme_id, acme_token, bench_url, run, start_gunicorn  # noqa: E402
 
 def throughput(url, headers, clients, seconds):
     """Requests per second answered 200 by `clients` threads for `seconds`."""
@@ -55,12 +51,8 @@ def main():
     url, _server = bench_url()
     env = {**os.environ, "DATABASE_URL": url, "SHIPTRACK_RATE_LIMITS": RAISED_LIMITS}
     run("db", "init", env=env)
-    token = run("tokens", "create", "--org", "acme", "--user", "owner@acme.example", "--name", "floor",
-                "--expires", "30d", "--replace", env=env, capture=True)
-    with psycopg2.connect(url) as conn, conn.cursor() as cur:
-        cur.execute("SELECT id FROM organizations WHERE slug = 'acme'")
-        env["FLOOR_ORGANIZATION"] = str(cur.fetchone()[0])
-    conn.close()
+    token = acme_token(env, "floor")
+    env["FLOOR_ORGANIZATION"] = str(acme_id(url))
     service = start_gunicorn(env, 18781, workers=2)
     floor = start_gunicorn(env, 18782, workers=2, target="floor_app:app", cwd=Path(__file__).resolve().parent,
                            probe="/shipments")

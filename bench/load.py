@@ -37,12 +37,11 @@ import trustme
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchkit import ROOT, percentile, run, start_gunicorn  # noqa: E402
+from benchkit import RAISED_LIMITS, ROOT, acme_id, acme_token, percentile, run, start_gunicorn  # noqa: E402
 
 from delivery import signing  # noqa: E402
 from models import db, webhooks  # noqa: E402
 
-RAISED_LIMITS = '{"window_seconds":300,"per_token":10000000,"per_ip":10000000,"anonymous_per_ip":10000000}'
 
 
 class Receiver(socketserver.ThreadingMixIn, http.server.HTTPServer):
@@ -174,12 +173,10 @@ def main():
     try:
         run("db", "init", env=env)
         run("demo", "seed", "--shipments", str(args.shipments), env=env)
-        token = run("tokens", "create", "--org", "acme", "--user", "owner@acme.example", "--name", "load",
-                    "--expires", "30d", "--replace", env=env, capture=True)
+        token = acme_token(env, "load")
+        organization_id = acme_id(url)
         conn = psycopg2.connect(url)
         with conn.cursor() as cur:
-            cur.execute("SELECT id FROM organizations WHERE slug = 'acme'")
-            organization_id = cur.fetchone()[0]
             # What the seed left for delivery is none of this benchmark's business.
             cur.execute("UPDATE events SET state = 'skipped' WHERE state = 'pending'")
         conn.commit()

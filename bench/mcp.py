@@ -15,7 +15,7 @@ import time
 
 import requests
 
-from benchkit import bench_url, percentile, run, seed, start_gunicorn
+from benchkit import RAISED_LIMITS, acme_token, bench_url, percentile, seed, start_gunicorn
 
 DATABASE = "shiptrack_bench_mcp"
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
@@ -56,10 +56,8 @@ def main():
     env = {**os.environ, "DATABASE_URL": url}
     if not args.reuse:
         seed(server, env, args.shipments, DATABASE)
-    token = run("tokens", "create", "--org", "acme", "--user", "owner@acme.example", "--name", "bench-mcp",
-                "--expires", "30d", "--replace", env=env, capture=True)
-    env["SHIPTRACK_RATE_LIMITS"] = '{"window_seconds":300,"per_token":10000000,"per_ip":10000000,' \
-                                   '"anonymous_per_ip":10000000}'
+    token = acme_token(env, "bench-mcp")
+    env["SHIPTRACK_RATE_LIMITS"] = RAISED_LIMITS
     process = start_gunicorn(env, args.port, workers=1)
     base = f"http://127.0.0.1:{args.port}"
     headers = {"Authorization": f"Bearer {token}"}

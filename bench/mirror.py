@@ -29,9 +29,8 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchkit import bench_url, percentile, run, start_gunicorn  # noqa: E402
+from benchkit import RAISED_LIMITS, acme_id, acme_token, bench_url, percentile, run, start_gunicorn  # noqa: E402
 
-RAISED_LIMITS = '{"window_seconds":300,"per_token":10000000,"per_ip":10000000,"anonymous_per_ip":10000000}'
 STEADY_LIMITS = '{"window_seconds":300,"per_token":600,"per_ip":10000000,"anonymous_per_ip":10000000}'
 STATUSES = ("validated", "in_transit", "arrived", "in_warehouse")
 
@@ -187,13 +186,8 @@ def main():
     url, _server = bench_url()
     env = {**os.environ, "DATABASE_URL": url}
     run("db", "init", env=env)                  # the bench database may predate the feed's columns
-    token = run("tokens", "create", "--org", "acme", "--user", "owner@acme.example", "--name", "mirror",
-                "--expires", "30d", "--replace", env=env, capture=True)
-    conn = psycopg2.connect(url)
-    with conn.cursor() as cur:
-        cur.execute("SELECT id FROM organizations WHERE slug = 'acme'")
-        organization_id = cur.fetchone()[0]
-    conn.close()
+    token = acme_token(env, "mirror")
+    organization_id = acme_id(url)
     base = f"http://127.0.0.1:{args.port}"
 
     server = start_gunicorn({**env, "SHIPTRACK_RATE_LIMITS": RAISED_LIMITS}, args.port, workers=2)
@@ -212,8 +206,7 @@ def main():
     # The default per-token limit (600 per 5 minutes) with a second token, since the first one's copy
     # requests still count in the current window; for the same reason the per-address limit (shared by
     # every token from 127.0.0.1) stays raised.
-    token = run("tokens", "create", "--org", "acme", "--user", "owner@acme.example", "--name", "mirror-steady",
-                "--expires", "30d", "--replace", env=env, capture=True)
+    token = acme_token(env, "mirror-steady")
     server = start_gunicorn({**env, "SHIPTRACK_RATE_LIMITS": STEADY_LIMITS}, args.port, workers=2)
     try:
         mirror.session.headers["Authorization"] = f"Bearer {token}"
