@@ -242,6 +242,22 @@ CREATE TABLE IF NOT EXISTS shipments (
   change_xid               xid8 NOT NULL DEFAULT '1',
   -- Once visible, a shipment that becomes hidden shows in the feed as deleted; never visible, never there.
   ever_visible             boolean NOT NULL DEFAULT true,
+  -- What GET /shipments/{id} shows from checks, pallets, packing lists and lines (docs/decisions.md,
+  -- "Derived shipment fields"), kept by shipments_before_write in the transaction that writes them
+  -- (the child tables touch their shipment); writers never set them.  Sums are unconstrained numeric
+  -- so that they keep the scale of the lines (0 with no lines, as the API has always shown it).
+  checks_total             integer NOT NULL DEFAULT 0,
+  checks_passed            integer NOT NULL DEFAULT 0,
+  checks_failed            integer NOT NULL DEFAULT 0,
+  checks_warnings          integer NOT NULL DEFAULT 0,
+  checks_skipped           integer NOT NULL DEFAULT 0,
+  checks_pending           integer NOT NULL DEFAULT 0,
+  cargo_pallets            integer NOT NULL DEFAULT 0,
+  cargo_boxes              bigint NOT NULL DEFAULT 0,
+  cargo_net_weight_kg      numeric NOT NULL DEFAULT 0,
+  cargo_gross_weight_kg    numeric NOT NULL DEFAULT 0,
+  organic                  boolean NOT NULL DEFAULT false,
+  produce                  text[] NOT NULL DEFAULT '{}',
   UNIQUE (organization_id, reference)
 );
 ALTER TABLE shipments ADD COLUMN IF NOT EXISTS search_text text;
@@ -293,7 +309,10 @@ CREATE UNLOGGED TABLE IF NOT EXISTS shipment_renderings (
   revision    bigint NOT NULL,
   body        text NOT NULL,
   rendered_at timestamptz NOT NULL DEFAULT now(),
-  PRIMARY KEY (shipment_id, api_version)
+  -- What the body is: the shipment as GET /shipments/{id} shows it, or the list GET
+  -- /shipments/{id}/packing_lists answers (made only of rows that touch the shipment's revision).
+  resource    text NOT NULL CHECK (resource IN ('shipment', 'packing_lists')),
+  PRIMARY KEY (shipment_id, api_version, resource)
 );
 
 CREATE TABLE IF NOT EXISTS shipment_labels (
@@ -367,14 +386,22 @@ CREATE TABLE IF NOT EXISTS tracking_events (
 );
 -- timeline events and free-time clocks of one shipment
 CREATE INDEX IF NOT EXISTS tracking_events_shipment_idx ON tracking_events (shipment_id, occurred_at);
--- free_time/at_risk: recent discharges
+-- free_time: the tracking events the free-time engine reads (models/free_time_queries.py EVENT_MILESTONES), in
+-- the order it reads them, with every column it reads (an index-only scan per shipment)
+CREATE INDEX IF NOT EXISTS tracking_events_free_time_idx ON tracking_events (shipment_id, occurred_at, id)
+  INCLUDE (milestone, actual, occurred_at_offset_minutes, container_number)
+  WHERE milestone IN ('delivered', 'discharged', 'empty_return', 'gate_out', 'loaded', 'stripped',
+                      'transshipment_discharge', 'transshipment_load', 'untracked');
+-- free_time/at_risk: recent discharges, with what the candidate search reads of them (an index-only scan)
 CREATE INDEX IF NOT EXISTS tracking_events_discharged_idx ON tracking_events (occurred_at, shipment_id)
-  WHERE milestone = 'discharged' AND actual;
+  INCLUDE (container_number, occurred_at_offset_minutes) WHERE milestone = 'discharged' AND actual;
 -- free_time/at_risk: a later gate-out of the same container stops a recent discharge's demurrage
 CREATE INDEX IF NOT EXISTS tracking_events_gate_out_idx ON tracking_events (shipment_id, occurred_at)
   INCLUDE (container_number) WHERE milestone = 'gate_out' AND actual;
--- free_time/at_risk: the shipments it considers (ocean, active, not yet in the warehouse, visible)
+-- free_time/at_risk: the shipments it considers (ocean, active, not yet in the warehouse, visible), with
+-- what the candidate search reads of them (an index-only scan)
 CREATE INDEX IF NOT EXISTS shipments_free_time_idx ON shipments (organization_id, id)
+  INCLUDE (carrier_name, demurrage_free_days)
   WHERE transport_type = 'ocean' AND NOT archived AND status <> 'in_warehouse'
     AND NOT awaiting_approval AND NOT owned_elsewhere;
 
@@ -594,18 +621,92 @@ BEGIN
 END
 $$;
 
+-- A shipment with every value derived from other rows recomputed from them (docs/decisions.md,
+-- "Derived shipment fields"): effective_eta and search_text, the checks summary, cargo, organic and
+-- produce.  shipments_before_write applies it to every row written, and each child table's touch
+-- re-saves its shipments, so the stored values are those of the writing transaction's own rows.
+-- One statement, each child table read once: the packing lines are grouped by produce name once,
+-- which gives the cargo sums, organic, produce and search_text's produce names together.
+-- Cargo and the search document count the lines of pallets on a current packing list or on none;
+-- produce and organic only those on a current packing list; with no current packing list, produce
+-- is the draft entry's distinct names in code-point order ("C": what the API sorted them by).
+CREATE OR REPLACE FUNCTION shipment_derived(s shipments) RETURNS shipments
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  SELECT coalesce(s.eta, ct.eta),
+         upper(concat_ws(' | ', s.reference, s.erp_reference, compact_reference(s.transport_reference),
+                         s.consignor, s.consignee, produce_text(s.draft_produce), ct.numbers, ln.names)),
+         ck.total, ck.passed, ck.failed, ck.warnings, ck.skipped, ck.pending,
+         pa.pallets, ln.boxes, ln.net_weight_kg, ln.gross_weight_kg, ln.organic,
+         CASE WHEN pa.has_packing_list THEN ln.produce
+              ELSE ARRAY(SELECT DISTINCT d COLLATE "C" FROM unnest(s.draft_produce) d
+                          WHERE d IS NOT NULL ORDER BY 1) END
+    INTO s.effective_eta, s.search_text,
+         s.checks_total, s.checks_passed, s.checks_failed, s.checks_warnings, s.checks_skipped, s.checks_pending,
+         s.cargo_pallets, s.cargo_boxes, s.cargo_net_weight_kg, s.cargo_gross_weight_kg, s.organic, s.produce
+    FROM (SELECT min(c.eta) AS eta, string_agg(c.number, ' ' ORDER BY c.id) AS numbers
+            FROM containers c WHERE c.shipment_id = s.id) ct,
+         (SELECT count(*) AS total,
+                 count(*) FILTER (WHERE c.status = 'passed') AS passed,
+                 count(*) FILTER (WHERE c.status = 'failed') AS failed,
+                 count(*) FILTER (WHERE c.status = 'warning') AS warnings,
+                 count(*) FILTER (WHERE c.status = 'skipped') AS skipped,
+                 count(*) FILTER (WHERE c.status = 'pending') AS pending
+            FROM checks c WHERE c.shipment_id = s.id) ck,
+         (SELECT count(*) AS pallets,
+                 EXISTS (SELECT 1 FROM packing_lists k
+                          WHERE k.shipment_id = s.id AND k.is_current) AS has_packing_list
+            FROM pallets pl LEFT JOIN packing_lists k ON k.id = pl.packing_list_id
+           WHERE pl.shipment_id = s.id AND (k.id IS NULL OR k.is_current)) pa,
+         (SELECT coalesce(sum(g.boxes), 0) AS boxes,
+                 coalesce(sum(g.net_weight_kg), 0) AS net_weight_kg,
+                 coalesce(sum(g.gross_weight_kg), 0) AS gross_weight_kg,
+                 coalesce(bool_or(g.organic), false) AS organic,
+                 coalesce(array_agg(g.produce_name ORDER BY g.produce_name) FILTER (WHERE g.listed),
+                          '{}'::text[]) AS produce,
+                 string_agg(g.produce_name, ' ' ORDER BY g.produce_name) AS names
+            FROM (SELECT l.produce_name,
+                         sum(l.box_count) AS boxes,
+                         sum(l.net_weight_kg) AS net_weight_kg,
+                         sum(l.gross_weight_kg) AS gross_weight_kg,
+                         bool_or(l.organic) FILTER (WHERE k.id IS NOT NULL) AS organic,
+                         bool_or(k.id IS NOT NULL) AS listed
+                    FROM packing_lines l
+                    JOIN pallets pl ON pl.id = l.pallet_id
+                    LEFT JOIN packing_lists k ON k.id = pl.packing_list_id
+                   WHERE l.shipment_id = s.id AND (k.id IS NULL OR k.is_current)
+                   GROUP BY l.produce_name) g) ln;
+  RETURN s;
+END
+$$;
+
 CREATE OR REPLACE FUNCTION shipments_before_write() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
   touched boolean;
 BEGIN
   IF TG_OP = 'UPDATE' THEN
-    -- The change feed's columns are this trigger's alone (set below); what a writer put there is
-    -- dropped first, so it neither counts as a change nor sticks.  NULL change_xid is a touch.
+    -- The change feed's columns and the derived values are this trigger's alone (set below); what a
+    -- writer put there is dropped first, so it neither counts as a change nor sticks.  NULL
+    -- change_xid is a touch.
     touched := NEW.change_xid IS NULL;
     NEW.revision := OLD.revision;
     NEW.change_xid := OLD.change_xid;
     NEW.ever_visible := OLD.ever_visible;
+    NEW.effective_eta := OLD.effective_eta;
+    NEW.search_text := OLD.search_text;
+    NEW.checks_total := OLD.checks_total;
+    NEW.checks_passed := OLD.checks_passed;
+    NEW.checks_failed := OLD.checks_failed;
+    NEW.checks_warnings := OLD.checks_warnings;
+    NEW.checks_skipped := OLD.checks_skipped;
+    NEW.checks_pending := OLD.checks_pending;
+    NEW.cargo_pallets := OLD.cargo_pallets;
+    NEW.cargo_boxes := OLD.cargo_boxes;
+    NEW.cargo_net_weight_kg := OLD.cargo_net_weight_kg;
+    NEW.cargo_gross_weight_kg := OLD.cargo_gross_weight_kg;
+    NEW.organic := OLD.organic;
+    NEW.produce := OLD.produce;
   END IF;
   IF NEW.reference IS NULL OR btrim(NEW.reference) = '' THEN
     NEW.reference := generate_shipment_reference(NEW.organization_id, coalesce(NEW.created_at, now()));
@@ -625,16 +726,8 @@ BEGIN
     NEW.original_eta := coalesce(NEW.original_eta, NEW.eta);
     NEW.validated_at := coalesce(NEW.validated_at, CASE WHEN NEW.status = 'validated' THEN now() END);
   END IF;
-  NEW.effective_eta := coalesce(NEW.eta,
-    (SELECT min(c.eta) FROM containers c WHERE c.shipment_id = NEW.id));
-  NEW.search_text := upper(concat_ws(' | ', NEW.reference, NEW.erp_reference,
-    compact_reference(NEW.transport_reference), NEW.consignor, NEW.consignee,
-    produce_text(NEW.draft_produce),
-    (SELECT string_agg(c.number, ' ' ORDER BY c.id) FROM containers c WHERE c.shipment_id = NEW.id),
-    (SELECT string_agg(DISTINCT l.produce_name, ' ')
-       FROM packing_lines l JOIN pallets pl ON pl.id = l.pallet_id
-       LEFT JOIN packing_lists k ON k.id = pl.packing_list_id
-      WHERE l.shipment_id = NEW.id AND (k.id IS NULL OR k.is_current))));
+  -- After the updated_at test: a change of the shipment's other rows is a new revision, not an edit.
+  NEW := shipment_derived(NEW);
   -- The change feed's bookkeeping (docs/sync.md).
   IF TG_OP = 'INSERT' THEN
     NEW.revision := 1;
@@ -689,14 +782,21 @@ CREATE OR REPLACE TRIGGER shipments_eta_revision_update
 
 -- Everything GET /shipments/{id} shows from other tables (containers, labels, checks summary,
 -- cargo, produce, organic) touches the shipments concerned after each statement: the re-save
--- makes shipments_before_write recompute effective_eta and search_text and take a new revision
+-- makes shipments_before_write recompute the derived values (shipment_derived) and take a new revision
 -- (change_xid NULL is the request for one).  An UPDATE touches only the shipments of rows that
 -- really changed (the two transition tables compared whole-row), so re-saving equal values is free.
 -- = ANY(ARRAY(...)) keeps these primary-key lookups even before the tables are analysed (an
 -- IN-subquery was planned as a scan of every shipment without statistics).
+-- A bulk loader may defer them for its own transaction (SET LOCAL shiptrack.defer_touch = 'on') and
+-- must then touch every shipment whose rows it wrote before it commits, so each is recomputed once
+-- instead of once per child table (demo/bulk.py; the values still come from shipments_before_write).
+-- A label renamed is not deferred: it changes shipments such a loader did not write.
 CREATE OR REPLACE FUNCTION touch_parent_shipments() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
+  IF current_setting('shiptrack.defer_touch', true) = 'on' THEN
+    RETURN NULL;
+  END IF;
   UPDATE shipments s SET change_xid = NULL
    WHERE s.id = ANY (ARRAY(SELECT DISTINCT shipment_id FROM changed_rows));
   RETURN NULL;
@@ -705,6 +805,9 @@ $$;
 CREATE OR REPLACE FUNCTION touch_parent_shipments_of_changed_rows() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
+  IF current_setting('shiptrack.defer_touch', true) = 'on' THEN
+    RETURN NULL;
+  END IF;
   UPDATE shipments s SET change_xid = NULL
    WHERE s.id = ANY (ARRAY(
      SELECT n.shipment_id FROM (SELECT * FROM new_rows EXCEPT ALL SELECT * FROM old_rows) n
@@ -1033,6 +1136,10 @@ CREATE OR REPLACE TRIGGER shipments_record_events
 CREATE OR REPLACE FUNCTION check_runs_record_event() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
+  -- Rows a bulk loader writes as history (SET LOCAL shiptrack.history = 'on', demo seed) are not news.
+  IF current_setting('shiptrack.history', true) = 'on' THEN
+    RETURN NULL;
+  END IF;
   IF NOT shipment_evented(NEW.shipment_id) THEN
     RETURN NULL;
   END IF;
@@ -1066,6 +1173,10 @@ CREATE OR REPLACE TRIGGER check_runs_record_event_update
 CREATE OR REPLACE FUNCTION alerts_record_event() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
+  -- Rows a bulk loader writes as history (SET LOCAL shiptrack.history = 'on', demo seed) are not news.
+  IF current_setting('shiptrack.history', true) = 'on' THEN
+    RETURN NULL;
+  END IF;
   IF NOT shipment_evented(NEW.shipment_id)
      OR NOT coalesce((SELECT k.customer_visible FROM alert_kinds k WHERE k.key = NEW.key), false) THEN
     RETURN NULL;

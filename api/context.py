@@ -12,11 +12,17 @@ log = logging.getLogger(__name__)
 def get_conn():
     """The request's connection, taken from the process pool on first use (one that looks alive).
 
+    It is in autocommit: each statement commits by itself, so the rate-limit count holds its row lock
+    only while it runs (a transaction around the request made every request of one token wait for the
+    one before to end) and no COMMIT round trip ends a request. A read that needs one snapshot for
+    several statements asks for it (models.db.one_snapshot).
     Raises models.db.DatabaseUnavailable when no connection can be made (answered 503).
     """
     if "conn" not in g:
         g.conn = db.checkout(current_app.config["DATABASE_URL"])
         g.conn.statement_count = 0
+        if not g.conn.autocommit:
+            g.conn.autocommit = True
     return g.conn
 
 
@@ -24,10 +30,10 @@ def first_statements(work):
     """`work(conn)`: the request's first statements, run once more on a new connection if the first one dropped.
 
     The liveness check of get_conn cannot see a connection that dies between the check and the first
-    statement (or drops on the way). Repeating is safe only here: nothing of this request has been
-    committed yet (the rate-limit count commits at the end of the request or when a view's snapshot
-    begins), and a lost connection rolled its transaction back. A second failure is the database
-    being away: DatabaseUnavailable.
+    statement (or drops on the way). Repeating is safe only here: the first statement reads and counts,
+    and nothing else of this request has happened; a count that committed just before its connection
+    dropped is counted once more (one request too many, only on a lost connection). A second failure
+    is the database being away: DatabaseUnavailable.
     """
     for last_try in (False, True):
         conn = get_conn()
@@ -49,7 +55,7 @@ def _discard_conn():
 
 
 def release_conn(error=None):
-    """Commit (rate-limit counts and version pins must stick even on a 4xx) and return the connection.
+    """Return the request's connection to the pool (in autocommit, counts and pins stuck when written).
 
     A connection lost meanwhile is closed and dropped from the pool; the response has been decided
     already, so the loss costs only this request's count (and a first pin, taken again next time).

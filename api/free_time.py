@@ -1,14 +1,41 @@
 """GET /shipments/{shipment_id}/free_time and GET /free_time/at_risk."""
+import hashlib
+from datetime import datetime
+from operator import itemgetter
+from typing import NamedTuple
+
 from flask import Blueprint
 
 from api.apidoc import get_route
-from api.context import get_conn, principal
-from api.render import listing, missing, path_id, resource
+from api.context import get_conn, principal, version
+from api.render import missing, path_id, resource, stored_list
 from api.schemas.common import list_schema
 from api.schemas.free_time import FreeTimeSummarySchema
-from models import free_time_queries
+from api.schemas.present import dumps, present
+from models import free_time, free_time_queries
 
 bp = Blueprint("free_time", __name__)
+
+# The at-risk list's summaries this process has written, by shipment id (docs/free-time.md, "Speed").
+# An entry serves only the very facts it was made from (a digest of the facts text the reading statement
+# returned), at the same version and window, while "today" is the same day at every offset of its events:
+# a summary depends on nothing else, so a served entry is what the engine would answer now.
+_summaries = {}
+# Bound on the entries kept (about 200 bytes each, plus the JSON of the shipments at risk); past it they
+# are all dropped and made again as needed.
+MAX_SUMMARIES = 30_000
+
+
+class _Summary(NamedTuple):
+    """What the list made of one candidate's facts, and when it may serve it again."""
+
+    digest: bytes
+    version: str
+    window_days: int
+    valid_from: datetime
+    valid_until: datetime
+    key: tuple | None  # the list's sort key when the shipment is listed, else None
+    body: str | None   # the summary's JSON when listed
 
 
 @get_route(bp, "/shipments/<shipment_id>/free_time", FreeTimeSummarySchema)
@@ -33,5 +60,37 @@ def list_free_time_at_risk():
     Only ocean shipments that are not archived, not yet in the warehouse and discharged in the last
     45 days are considered; shipments with unknown terms never appear. `has_more` is always false.
     """
-    items = free_time_queries.list_at_risk(get_conn(), principal()["organization_id"])
-    return listing("free_time_summary", FreeTimeSummarySchema(), items)
+    now = free_time_queries.utc_now()
+    rows = free_time_queries.at_risk_candidates(get_conn(), principal()["organization_id"], now)
+    return stored_list(at_risk_bodies(rows, now, version()), False)
+
+
+def at_risk_bodies(rows, now, shown, window_days=free_time.AT_RISK_WINDOW_DAYS):
+    """The JSON of each listed summary among candidate rows (id, facts), most urgent first."""
+    listed = []
+    for row in rows:
+        digest = hashlib.blake2b(row["facts"].encode(), digest_size=16).digest()
+        entry = _summaries.get(row["id"])
+        if (entry is None or entry.digest != digest or entry.version != shown or entry.window_days != window_days
+                or not entry.valid_from <= now < entry.valid_until):
+            entry = _summarize(row["id"], row["facts"], digest, now, shown, window_days)
+        if entry.key is not None:
+            listed.append((entry.key, entry.body))
+    listed.sort(key=itemgetter(0))
+    return [body for _key, body in listed]
+
+
+def _summarize(shipment_id, facts_text, digest, now, shown, window_days):
+    """Run the engine on one candidate's facts and keep the result."""
+    facts = free_time_queries.parse_facts(facts_text)
+    valid_from, valid_until = free_time.same_days_span(
+        now, [event["occurred_at_offset_minutes"] for event in facts[2]])
+    key, body = None, None
+    entry = free_time.at_risk_entry(*facts, now, window_days)
+    if entry is not None:
+        key, summary = entry
+        body = dumps(present("free_time_summary", FreeTimeSummarySchema, summary, shown))
+    if len(_summaries) >= MAX_SUMMARIES:
+        _summaries.clear()
+    _summaries[shipment_id] = kept = _Summary(digest, shown, window_days, valid_from, valid_until, key, body)
+    return kept

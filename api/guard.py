@@ -9,6 +9,10 @@ from models import db, organizations, rate_limits, tokens
 
 # Endpoints that need no token (they still count toward the per-IP limit without a token).
 PUBLIC_ENDPOINTS = {"openapi.get_openapi_document", "docs_page.get_docs_page", "docs_page.get_docs_asset"}
+# WSGI environ key of a request made inside another one that was authenticated and counted for it (the
+# GET an MCP tool call makes: mcp_server/http.py). Only code in this process can set it: a client's
+# headers reach the environ as HTTP_* keys.
+COUNTED_BY = "shiptrack.counted_by"
 
 
 def bearer_token():
@@ -28,13 +32,15 @@ def guard_request():
     token = bearer_token()
     public = request.routing_exception is None and request.endpoint in PUBLIC_ENDPOINTS
     try:
-        principal, policies, counts = first_statements(lambda conn: authenticate_and_count(conn, token))
+        g.authentication = request.environ.get(COUNTED_BY) or first_statements(
+            lambda conn: authenticate_and_count(conn, token))
     except db.DatabaseUnavailable:
         if public:
             # The description and its page need no database: while it is away they are served
             # uncounted (no RateLimit headers); everything else is 503 (docs/authentication.md).
             return
         raise
+    principal, policies, counts = g.authentication
     enforce_rate_limits(principal, policies, counts, failed_authentication=token is not None and principal is None)
     if request.routing_exception is not None or public:
         return
@@ -47,19 +53,10 @@ def guard_request():
 
 
 def authenticate_and_count(conn, token):
-    """(principal or None, buckets, counts): the request's first statements, which first_statements may repeat."""
-    principal = None
-    if token is not None and tokens.TOKEN_PATTERN.fullmatch(token):
-        principal = tokens.authenticate(conn, token)
-    address = request.remote_addr or "unknown"
-    if principal is not None:
-        policies = {f"token:{principal['token_id']}": "per_token", f"ip:{address}": "per_ip"}
-    else:
-        # Failed authentications share the budget of requests without a token (spec: 30 per IP),
-        # so a valid token from the same address is never held up by someone else's bad ones.
-        policies = {f"anonymous:{address}": "anonymous_per_ip"}
-    counts = rate_limits.count_request(conn, policies, current_app.config["RATE_LIMITS"]["window_seconds"])
-    return principal, policies, counts
+    """(principal or None, buckets, counts): the request's first statement, which first_statements may repeat."""
+    fingerprint = tokens.fingerprint(token) if token is not None and tokens.TOKEN_PATTERN.fullmatch(token) else None
+    return rate_limits.authenticate_and_count(conn, fingerprint, request.remote_addr or "unknown",
+                                              current_app.config["RATE_LIMITS"]["window_seconds"])
 
 
 def enforce_rate_limits(principal, policies, counts, failed_authentication=False):

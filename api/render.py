@@ -1,12 +1,10 @@
 """Responses: one resource or a list envelope, shaped for the request's version."""
-import json
-
 from flask import Response, current_app, jsonify
 
 from api.context import version
 from api.errors import ResourceMissing
 from api.ids import parse_id
-from api.schemas.present import present
+from api.schemas.present import list_text, present
 
 
 def resource(kind, schema, obj):
@@ -40,9 +38,7 @@ def stored_list(bodies, has_more, **members):
     The documents are served as stored, never parsed and dumped again; the envelope is written as
     listing() writes it (compact, keys in this order).
     """
-    tail = "".join(f",{json.dumps(name)}:{json.dumps(value)}" for name, value in members.items())
-    return stored('{"object":"list","data":[' + ",".join(bodies) + '],"has_more":'
-                  + ("true" if has_more else "false") + tail + "}")
+    return stored(list_text(bodies, has_more, **members))
 
 
 def path_id(value, prefix, noun):

@@ -3,9 +3,10 @@
 Shared by the views (GET /shipments, /shipments/{id}, /changes) and the delivery script's webhook
 bodies; no Flask here.
 """
-from api.schemas.present import RENDERER, dumps, present
+from api.schemas.packing_lists import PackingListSchema
+from api.schemas.present import RENDERER, dumps, list_text, present
 from api.schemas.shipments import ShipmentSchema
-from models import shipments
+from models import db, packing_lists, shipments
 
 
 def page(conn, organization_id, version, limit, **filters):
@@ -37,3 +38,27 @@ def bodies(stored, made):
     found = {number: body for number, body in stored if body is not None}
     found.update((number, body) for number, (_revision, body) in made.items())
     return found
+
+
+def packing_lists_body(conn, organization_id, version, shipment_id):
+    """The JSON of GET /shipments/{id}/packing_lists for a visible shipment (None when not found).
+
+    Served as stored while current (the shipment's revision grows with every change to its packing
+    lists, pallets and lines); otherwise rendered from one snapshot and stored.
+    """
+    found = packing_lists.stored_rendering(conn, organization_id, shipment_id, version, RENDERER)
+    if found is None or found[1] is not None:
+        return found and found[1]
+    with db.one_snapshot(conn):
+        found = packing_lists.list_shipment_packing_lists(conn, organization_id, shipment_id)
+    if found is None:
+        return None                       # hidden or deleted between the two reads
+    revision, items = found
+    body = render_packing_lists(items, version)
+    shipments.store_renderings(conn, version, RENDERER, [(shipment_id, revision, body)], resource="packing_lists")
+    return body
+
+
+def render_packing_lists(items, version):
+    """The list envelope of packing lists as the API writes it (render.listing's bytes)."""
+    return list_text([dumps(present("packing_list", PackingListSchema, item, version)) for item in items], False)

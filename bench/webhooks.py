@@ -1,23 +1,28 @@
 """Webhook delivery benchmark (not a test): 10,000 events to 5 local HTTPS endpoints.
 
 Endpoints: three answer at once, one answers after 9 s, one refuses connections.
-Phase 1 runs cron passes (`python -m delivery`, 45 s each) back to back and reports the
-wall time and deliveries per second until every healthy delivery is done (and how far
-the slow endpoint got). Phase 2 runs `python -m delivery --watch` and reports p50/p95
-from the commit of a change to its arrival at a healthy receiver.
+Phase 1 runs cron passes (`python -m delivery`, 45 s each) back to back. Deliveries are counted
+where they arrive: the receiver (bench/webhook_receiver.py) counts each endpoint's requests by
+webhook-id and verifies their signatures. The rate is distinct events received by the three healthy
+endpoints over the time from the start of the first pass (process start and rendering included) to
+the last of them arriving; duplicates (an id received twice) and losses (an id never received) are
+counted, and the database's `succeeded` rows are checked against the arrivals. CPU seconds of the
+delivery process, the receiver and the database backends are reported per 1,000 deliveries.
+Phase 2 runs `python -m delivery --watch` and reports p50/p95 from the commit of a change to its
+arrival at a healthy receiver.
 
     DATABASE_URL=postgresql://postgres@127.0.0.1:5432/postgres .venv/bin/python bench/webhooks.py
 
-Creates and drops its own database (bench_webhooks_<pid>); only 127.0.0.1 is contacted.
+`--code DIR` runs the delivery script of another checkout (a `git worktree` of older code) against
+the same setup, for before/after comparisons. Creates and drops its own database
+(bench_webhooks_<pid>); only 127.0.0.1 is contacted.
 """
 import argparse
-import http.server
 import json
 import multiprocessing
 import os
+import resource
 import socket
-import socketserver
-import ssl
 import statistics
 import subprocess
 import sys
@@ -32,56 +37,12 @@ import trustme
 PROJECT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT))
 
+from bench import webhook_receiver  # noqa: E402
 from delivery import signing  # noqa: E402
 from models import db, webhooks  # noqa: E402
 
 STATUSES = ("validated", "in_transit", "arrived", "in_warehouse", "draft")
-
-
-class Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True  # as production servers do; else each reply waits for a delayed ACK
-
-    def log_message(self, *args):
-        pass
-
-    def do_POST(self):
-        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        arrived = time.time()
-        if self.path.startswith("/slow"):
-            time.sleep(9)
-        self.send_response(200)
-        self.send_header("Content-Length", "2")
-        self.end_headers()
-        self.wfile.write(b"ok")
-        if self.path.startswith("/fast-a"):
-            event = json.loads(body)
-            self.server.arrivals.put((event["data"]["object"]["id"], event["id"], arrived))
-
-
-class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
-    request_queue_size = 1024
-
-
-def serve(cert_pem, key_pem, ports, arrivals):
-    """Receiver process: four HTTPS servers (three fast, one slow) on 127.0.0.1."""
-    import threading
-
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    with tempfile.NamedTemporaryFile("wb", suffix=".pem", delete=False) as handle:
-        handle.write(cert_pem + key_pem)
-    context.load_cert_chain(handle.name)
-    servers = []
-    for _ in range(4):
-        server = Server(("127.0.0.1", 0), Handler)
-        server.socket = context.wrap_socket(server.socket, server_side=True)
-        server.arrivals = arrivals
-        servers.append(server)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-    ports.put([s.server_address[1] for s in servers])
-    while True:
-        time.sleep(3600)
+HEALTHY = ("fast-a", "fast-b", "fast-c")
 
 
 def free_port():
@@ -96,14 +57,32 @@ def with_database(url, name):
     return urlunsplit(urlsplit(url)._replace(path="/" + name))
 
 
-def counts(conn):
+def ask(control, command, argument=None):
+    control.send((command, argument))
+    return control.recv()
+
+
+def succeeded(conn, endpoints):
+    """The database's succeeded deliveries per endpoint name."""
     with conn.cursor() as cur:
-        cur.execute("SELECT endpoint_id, state, count(*) FROM webhook_deliveries GROUP BY 1, 2")
-        found = {}
-        for row in cur.fetchall():
-            found.setdefault(row["endpoint_id"], {})[row["state"]] = row["count"]
-        cur.execute("SELECT count(*) FROM events WHERE state = 'pending'")
-        return found, cur.fetchone()["count"]
+        cur.execute("SELECT endpoint_id, count(*) FROM webhook_deliveries WHERE state = 'succeeded' GROUP BY 1")
+        found = {row["endpoint_id"]: row["count"] for row in cur.fetchall()}
+    conn.commit()
+    return {name: found.get(endpoint_id, 0) for name, endpoint_id in endpoints.items()}
+
+
+def backend_cpu(conn, seen):
+    """Add the CPU seconds of this database's backends (same machine only) to `seen` {pid: seconds}."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        pids = [row["pid"] for row in cur.fetchall()]
+    conn.commit()
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        seen[pid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def make_events(conn, shipments, rounds):
@@ -118,45 +97,61 @@ def make_events(conn, shipments, rounds):
         conn.commit()
 
 
-def phase_cron(conn, env, endpoints, events, slow_limit):
+def phase_cron(conn, control, env, code, endpoints, events, slow_limit):
     """Back-to-back passes until the healthy endpoints have every event; returns figures."""
-    healthy = [endpoints[name] for name in ("fast-a", "fast-b", "fast-c")]
-    started = time.monotonic()
-    healthy_done_at = None
-    passes = 0
+    started_wall, started = time.time(), time.monotonic()
+    receiver_cpu = ask(control, "stats")["cpu_seconds"]
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    backends, healthy_done, passes = {}, None, 0
     while True:
-        process = subprocess.Popen([sys.executable, "-m", "delivery"], cwd=PROJECT, env=env)
+        process = subprocess.Popen([sys.executable, "-m", "delivery"], cwd=code, env=env)
         while process.poll() is None:
-            time.sleep(1)
-            found, _pending = counts(conn)
-            conn.commit()
-            delivered = sum(found.get(e, {}).get("succeeded", 0) for e in healthy)
-            if healthy_done_at is None and delivered >= 3 * events:
-                healthy_done_at = time.monotonic() - started
-                print(f"  healthy endpoints done: {delivered} deliveries in {healthy_done_at:.1f} s")
+            time.sleep(0.25)
+            backend_cpu(conn, backends)
+            stats = ask(control, "stats")["endpoints"]
+            if healthy_done is None and all(stats[n]["distinct"] >= events for n in HEALTHY):
+                healthy_done = max(stats[n]["last"] for n in HEALTHY) - started_wall
+                print(f"  healthy endpoints done: {3 * events} deliveries in {healthy_done:.1f} s", flush=True)
         passes += 1
-        found, pending = counts(conn)
-        conn.commit()
-        slow = found.get(endpoints["slow"], {}).get("succeeded", 0)
+        stats = ask(control, "stats")
         elapsed = time.monotonic() - started
-        print(f"  pass {passes} ended at {elapsed:.1f} s: {json.dumps(found)} events waiting to render: {pending}")
-        if healthy_done_at is not None and (slow >= events or elapsed > slow_limit):
+        got = {n: (e["distinct"], e["duplicates"]) for n, e in stats["endpoints"].items()}
+        print(f"  pass {passes} ended at {elapsed:.1f} s: received (distinct, duplicates) {got}", flush=True)
+        if healthy_done is not None and (stats["endpoints"]["slow"]["distinct"] >= events or elapsed > slow_limit):
             break
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    received = stats["endpoints"]
+    first = min(received[n]["first"] for n in HEALTHY)
+    in_database = succeeded(conn, endpoints)
     with conn.cursor() as cur:
         cur.execute("SELECT count(*) FROM webhook_attempts WHERE endpoint_id = %s", (endpoints["dead"],))
         dead_attempts = cur.fetchone()["count"]
     conn.commit()
-    return {"healthy_seconds": healthy_done_at, "healthy_per_second": 3 * events / healthy_done_at,
-            "slow_delivered": slow, "slow_per_second": slow / elapsed, "elapsed": elapsed,
-            "dead": found.get(endpoints["dead"], {}), "dead_attempts": dead_attempts, "passes": passes}
+    delivered = sum(received[n]["distinct"] for n in HEALTHY)
+    per_thousand = 1000 / delivered if delivered else 0
+    return {
+        "healthy_seconds": round(healthy_done, 2),
+        "healthy_per_second": round(3 * events / healthy_done, 1),
+        "healthy_per_second_first_to_last_arrival": round(3 * events / (healthy_done - (first - started_wall)), 1),
+        "duplicates": sum(received[n]["duplicates"] for n in HEALTHY),
+        "lost": sum(events - received[n]["distinct"] for n in HEALTHY),
+        "bad_signatures": sum(e["bad_signatures"] for e in received.values()),
+        "database_agrees": all(in_database[n] == received[n]["distinct"] for n in HEALTHY),
+        "slow_delivered": received["slow"]["distinct"], "elapsed": round(elapsed, 1), "passes": passes,
+        "dead_attempts": dead_attempts,
+        "cpu_seconds_per_1000_deliveries": {
+            "delivery": round((usage.ru_utime + usage.ru_stime - children.ru_utime - children.ru_stime)
+                              * per_thousand, 3),
+            "receiver": round((stats["cpu_seconds"] - receiver_cpu) * per_thousand, 3),
+            "database": round(sum(backends.values()) * per_thousand, 3)},
+    }
 
 
-def phase_watch(conn, env, arrivals, changes, interval):
+def phase_watch(conn, control, env, code, changes, interval):
     """Changes committed one by one while --watch runs; commit-to-arrival at fast-a."""
-    process = subprocess.Popen([sys.executable, "-m", "delivery", "--watch"], cwd=PROJECT, env=env)
+    process = subprocess.Popen([sys.executable, "-m", "delivery", "--watch"], cwd=code, env=env)
     time.sleep(3)
-    while not arrivals.empty():
-        arrivals.get()
+    ask(control, "watch", True)
     with conn.cursor() as cur:
         cur.execute("SELECT id FROM shipments ORDER BY id LIMIT %s", (changes,))
         ids = [row["id"] for row in cur.fetchall()]
@@ -170,20 +165,15 @@ def phase_watch(conn, env, arrivals, changes, interval):
         conn.commit()
         committed[f"shp_{sid}"] = time.time()
         time.sleep(interval)
-    delays = {}
     deadline = time.time() + 60
-    while len(delays) < len(committed) and time.time() < deadline:
-        try:
-            shipment, _event, arrived = arrivals.get(timeout=1)
-        except Exception:
-            continue
-        if shipment in committed and shipment not in delays:
-            delays[shipment] = arrived - committed[shipment]
+    while time.time() < deadline and len(arrived := ask(control, "arrivals")) < len(committed):
+        time.sleep(0.5)
     process.terminate()
     process.wait(60)
-    values = sorted(delays.values())
-    return {"changes": len(committed), "arrived": len(values), "p50": statistics.median(values),
-            "p95": values[int(0.95 * (len(values) - 1))], "max": values[-1]}
+    values = sorted(arrived[s] - at for s, at in committed.items() if s in arrived)
+    return {"changes": len(committed), "per_second": round(1 / interval, 1), "arrived": len(values),
+            "p50": round(statistics.median(values), 4), "p95": round(values[int(0.95 * (len(values) - 1))], 4),
+            "max": round(values[-1], 4)}
 
 
 def main():
@@ -192,6 +182,7 @@ def main():
     parser.add_argument("--slow-limit", type=float, default=300, help="stop phase 1 after this many seconds")
     parser.add_argument("--watch-changes", type=int, default=300)
     parser.add_argument("--watch-interval", type=float, default=0.05)
+    parser.add_argument("--code", default=str(PROJECT), help="checkout whose `python -m delivery` is measured")
     args = parser.parse_args()
 
     server_url = os.environ.get("DATABASE_URL") or sys.exit("set DATABASE_URL to a PostgreSQL server")
@@ -206,33 +197,36 @@ def main():
     bundle = tempfile.NamedTemporaryFile("wb", suffix=".pem", delete=False)
     bundle.write(ca.cert_pem.bytes())
     bundle.close()
-    ports, arrivals = multiprocessing.Queue(), multiprocessing.Queue()
-    receiver = multiprocessing.Process(target=serve, daemon=True, args=(
-        cert.cert_chain_pems[0].bytes(), cert.private_key_pem.bytes(), ports, arrivals))
+    control, theirs = multiprocessing.Pipe()
+    receiver = multiprocessing.Process(target=webhook_receiver.serve, daemon=True, args=(
+        cert.cert_chain_pems[0].bytes(), cert.private_key_pem.bytes(), theirs))
     receiver.start()
-    fast_a, fast_b, fast_c, slow = ports.get(timeout=30)
+    ports = control.recv()
     env = {**os.environ, "DATABASE_URL": url, "SHIPTRACK_WEBHOOK_ALLOWED_NETWORKS": '["127.0.0.1/32"]',
            "SHIPTRACK_WEBHOOK_CA_BUNDLE": bundle.name}
+    print("delivery code:", args.code, "settings:",
+          {k: v for k, v in env.items() if k.startswith("SHIPTRACK_WEBHOOK_") and "CA_BUNDLE" not in k})
     conn = db.connect(url)
     try:
         db.apply_schema(conn)
         with conn.cursor() as cur:
             cur.execute("INSERT INTO organizations (name, slug) VALUES ('Bench', 'bench') RETURNING id")
             org = cur.fetchone()["id"]
-        urls = {"fast-a": f"https://127.0.0.1:{fast_a}/fast-a", "fast-b": f"https://127.0.0.1:{fast_b}/fast-b",
-                "fast-c": f"https://127.0.0.1:{fast_c}/fast-c", "slow": f"https://127.0.0.1:{slow}/slow",
-                "dead": f"https://127.0.0.1:{free_port()}/dead"}
+        urls = {n: f"https://127.0.0.1:{ports[n]}/{n}" for n in webhook_receiver.NAMES}
+        urls["dead"] = f"https://127.0.0.1:{free_port()}/dead"
+        secrets = {key: signing.new_secret() for key in urls}
         endpoints = {key: webhooks.create_endpoint(conn, org, value, ["shipment.status_changed"], key,
-                                                   signing.new_secret())["id"] for key, value in urls.items()}
+                                                   secrets[key])["id"] for key, value in urls.items()}
         conn.commit()
+        ask(control, "secrets", {n: secrets[n] for n in webhook_receiver.NAMES})
         time.sleep(0.01)  # endpoints strictly older than the events
         shipments = 1000
         started = time.monotonic()
         make_events(conn, shipments, args.events // shipments)
         print(f"{args.events} events committed in {time.monotonic() - started:.1f} s")
-        cron = phase_cron(conn, env, endpoints, args.events, args.slow_limit)
-        print("phase 1 (cron passes):", json.dumps(cron, indent=2))
-        watch = phase_watch(conn, env, arrivals, args.watch_changes, args.watch_interval)
+        cron = phase_cron(conn, control, env, args.code, endpoints, args.events, args.slow_limit)
+        print("phase 1 (cron passes):", json.dumps(cron, indent=2), flush=True)
+        watch = phase_watch(conn, control, env, args.code, args.watch_changes, args.watch_interval)
         print("phase 2 (--watch, commit to arrival, seconds):", json.dumps(watch, indent=2))
     finally:
         conn.close()

@@ -47,13 +47,13 @@ def record(conn, results):
     """Record a batch of results in the caller's transaction; returns the endpoint ids disabled now."""
     if not results:
         return []
+    end_runs = ()
     if any(not r.outcome.succeeded and r.delivery.reason != "test" for r in results):
         endpoints = webhook_deliveries.lock_endpoints(conn, {r.delivery.endpoint_id for r in results})
         disable = _health(endpoints, results)
     else:
-        # Only successes: no lock needed, a success just ends any failure run.
-        webhook_deliveries.end_failure_runs(conn, {r.delivery.endpoint_id for r in results
-                                                   if r.delivery.reason != "test"})
+        # Only successes: no lock needed, a success just ends any failure run (in the finishing statement).
+        end_runs = {r.delivery.endpoint_id for r in results if r.delivery.reason != "test"}
         endpoints = {r.delivery.endpoint_id: {"enabled": True} for r in results}
         disable = {}
     finish, steps = [], {}
@@ -62,14 +62,12 @@ def record(conn, results):
         endpoint = endpoints.get(delivery.endpoint_id)
         state, due = _next_step(result, endpoint is not None and endpoint["enabled"])
         steps[delivery.id] = (state, due)
+        # Every attempt row gets what its request really gave, even when the lease was lost meanwhile.
         finish.append((delivery.id, str(delivery.lease_token), delivery.attempt, state, due, outcome.status_code,
-                       outcome.error, None if state == "pending" else result.finished_at))
-    ours = webhook_deliveries.finish_deliveries(conn, finish)
-    # Every attempt row gets what its request really gave, even when the lease was lost meanwhile.
-    webhook_deliveries.finish_attempts(conn, [
-        (r.delivery.attempt_id, r.attempted_at, r.outcome.duration_ms, r.outcome.succeeded, r.outcome.status_code,
-         r.outcome.error, r.outcome.response_body, r.outcome.address)
-        for r in results])
+                       outcome.error, None if state == "pending" else result.finished_at, delivery.attempt_id,
+                       result.attempted_at, outcome.duration_ms, outcome.succeeded, outcome.response_body,
+                       outcome.address))
+    ours = webhook_deliveries.finish(conn, finish, end_runs)
     for endpoint in endpoints.values():
         if endpoint.get("changed") and (endpoint["failing_since"], endpoint["last_failure_at"]) != endpoint["was"]:
             webhook_deliveries.update_endpoint_health(conn, endpoint["id"], endpoint["failing_since"],
@@ -84,6 +82,8 @@ def record(conn, results):
 
 
 def _log(result, step, ours):
+    if ours and step[0] == "succeeded" and not log.isEnabledFor(logging.DEBUG):
+        return  # the common case: nothing to log, and the fields cost more than the rest of recording
     delivery, outcome = result.delivery, result.outcome
     fields = (f"event_id={format_id(PREFIXES['webhook_event'], delivery.event_id)} "
               f"endpoint_id={format_id(PREFIXES['webhook_endpoint'], delivery.endpoint_id)} "

@@ -76,6 +76,9 @@ class Dispatcher:
 
     def _connect(self):
         conn = db.connect(self.settings.database_url)
+        # The claim (two statements sent together) is a transaction by itself: no BEGIN and COMMIT round
+        # trips. Everything else runs in `with self.conn:` blocks, which are transactions (psycopg2 2.9+).
+        conn.autocommit = True
         with conn, conn.cursor() as cur:
             # A commit lost in a database crash only means a delivery is sent again (receivers
             # expect duplicates); not waiting for the WAL flush halves the cost of each turn.
@@ -101,7 +104,7 @@ class Dispatcher:
                     self.unavailable = True
                     raise DatabaseUnavailable(str(failure).strip()) from None
                 log.warning("database unreachable, retrying in %.1f s error=%r", wait, str(failure).strip())
-                self.wait(wait * random.uniform(0.5, 1.0))  # jitter: many workers do not come back at once
+                self.pause(wait * random.uniform(0.5, 1.0))  # jitter: many workers do not come back at once
                 wait = min(RECONNECT_MAX_SECONDS, wait * 2)
                 continue
             self.reconnects += 1
@@ -155,7 +158,7 @@ class Dispatcher:
         return done
 
     def _claim(self):
-        """Lease as much due work as there are free workers (in the caller's transaction).
+        """Lease as much due work as there are free workers (one round trip, its own transaction).
 
         The per-endpoint cap is counted in the database over every process's leases.
         """
@@ -192,25 +195,37 @@ class Dispatcher:
                 return done
 
     def record_and_claim(self, claiming=True):
-        """Record finished requests and lease new work in one transaction, then start sending it.
+        """Record finished requests, then lease new work and start sending it: a round trip each.
 
         Outcomes leave memory only once their transaction committed: when the connection is lost
         they stay in `unrecorded` and are recorded after reconnecting (recording twice is harmless).
+        The recording commits only when this process says so (a pass killed before that records
+        nothing, and its requests are sent again when the leases run out). The claim is its own
+        transaction, after the recording, so its count of each endpoint's leases already leaves out
+        the requests just recorded.
         """
         self.unrecorded.extend(self._finished())
         done = self.unrecorded
-        with self.conn:
-            recording.record(self.conn, [result for _delivery, result in done if result is not None])
-            claimed = self._claim() if claiming else []
+        if done:
+            with self.conn:
+                recording.record(self.conn, [result for _delivery, result in done if result is not None])
         self.unrecorded = []
         for delivery, _result in done:
             self.in_flight[delivery.endpoint_id] -= 1
             if self.in_flight[delivery.endpoint_id] <= 0:
                 del self.in_flight[delivery.endpoint_id]
+        claimed = self._claim() if claiming else []
         for delivery in claimed:
             self.in_flight[delivery.endpoint_id] += 1
             self.executor.submit(self._send, delivery)
         return len(done) + len(claimed)
+
+    def pause(self, seconds):
+        """Back off for the whole of `seconds`; a request finishing meanwhile does not cut it short."""
+        # wait() returns when a request finishes, and its outcome needs the database this backs off from.
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            self.wait(left)
 
     def wait(self, timeout, also=()):
         """Sleep until a request finishes, one of `also` is readable, or `timeout` passes."""
@@ -318,6 +333,9 @@ class Dispatcher:
                 if time.monotonic() >= next_housekeeping:
                     self.guarded(self.housekeeping, until=float("inf"))
                     next_housekeeping = time.monotonic() + housekeeping_seconds
+                # Every turn, not only when idle: while outcomes keep coming (a busy or failing endpoint),
+                # the loop never idles, and new events would wait for the periodic render (0.2 s).
+                listener = self._hear(listener)
                 done = self.guarded(self.step, until=float("inf"))
                 if done is None or done:
                     continue
@@ -328,20 +346,23 @@ class Dispatcher:
                     listener = self._listen()
                     timeout = 0.0 if listener is not None else min(1.0, timeout or 1.0)
                 self.wait(timeout, also=[listener] if listener is not None else [])
-                if listener is None:
-                    continue
-                try:
-                    listener.poll()
-                except (psycopg2.OperationalError, psycopg2.InterfaceError):
-                    listener.close()
-                    listener = self._listen()
-                    continue
-                if listener.notifies:
-                    self._render_hint = True
-                    listener.notifies.clear()
         finally:
             if listener is not None:
                 listener.close()
+
+    def _hear(self, listener):
+        """Take the notifications that have arrived (no round trip); returns the listener, new if it was lost."""
+        if listener is None:
+            return None
+        try:
+            listener.poll()
+        except (psycopg2.OperationalError, psycopg2.InterfaceError):
+            listener.close()
+            return self._listen()
+        if listener.notifies:
+            self._render_hint = True
+            listener.notifies.clear()
+        return listener
 
     def _idle_timeout(self, idle_seconds):
         if self.in_flight:

@@ -45,7 +45,8 @@ def shipment_reference(day, index):
 def sscc(company, serial):
     """An 18-digit SSCC pallet number with its GS1 check digit."""
     body = f"3{company:07d}{serial % 1_000_000_000:09d}"
-    total = sum(int(d) * (3 if i % 2 == 0 else 1) for i, d in enumerate(reversed(body)))
+    backwards = body[::-1]  # weights 3, 1, 3, ... from the right
+    total = 3 * sum(map(int, backwards[0::2])) + sum(map(int, backwards[1::2]))
     return body + str((10 - total % 10) % 10)
 
 

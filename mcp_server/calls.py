@@ -3,6 +3,8 @@ import contextvars
 import json
 from dataclasses import dataclass, field
 
+from api.guard import COUNTED_BY
+
 # The API client of the MCP request being served: set by the /mcp view per request, by `flask mcp` once.
 CALLER = contextvars.ContextVar("shiptrack_mcp_caller")
 
@@ -40,13 +42,16 @@ class ApiCaller:
     Each request is a full request of the application (`app.test_client()`): the guard authenticates
     and counts it, the view answers it, errors come in the API's words. It runs in a fresh context, so
     it has its own application context, `g` and database connection even inside the /mcp request.
-    `before_request` runs before each (the /mcp view gives back its own count there).
+    `counted` is the authentication and count of the /mcp POST the first GET answers (api.guard
+    COUNTED_BY): a tool call is one request of the limit and one token check, as the GET alone is.
+    `before_request` runs before each (the /mcp view gives its connection back there).
     """
 
     app: object
     headers: dict
     remote_addr: str = "127.0.0.1"
     before_request: object = None
+    counted: tuple = None
     made: list = field(default_factory=list)
 
     def get(self, path, params=None):
@@ -54,7 +59,10 @@ class ApiCaller:
         if self.before_request is not None:
             self.before_request()
         query = {key: _query_value(value) for key, value in (params or {}).items() if value is not None}
-        response = contextvars.Context().run(self._get, path, query)
+        environ = {"REMOTE_ADDR": self.remote_addr}
+        if self.counted is not None:
+            environ[COUNTED_BY], self.counted = self.counted, None
+        response = contextvars.Context().run(self._get, path, query, environ)
         self.made.append(path)
         text = response.get_data(as_text=True)
         try:
@@ -63,10 +71,9 @@ class ApiCaller:
             body = {}
         return Answer(response.status_code, text, body)
 
-    def _get(self, path, query):
+    def _get(self, path, query, environ):
         with self.app.test_client() as client:
-            return client.get(path, query_string=query, headers=self.headers,
-                              environ_base={"REMOTE_ADDR": self.remote_addr})
+            return client.get(path, query_string=query, headers=self.headers, environ_base=environ)
 
 
 def _query_value(value):

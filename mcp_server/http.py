@@ -5,14 +5,15 @@ url_map (what /openapi.json describes) keeps only GET operations. It runs the AP
 error handlers (copied from the API app when mounted): the guard authenticates and counts each POST with the
 same token, limits and messages as any API request. The view then hands the request to the SDK's ASGI
 handler on an event loop of its own, in the same thread; each tool answers with a GET of the API
-(mcp_server/calls.py). Refusals of the guard become JSON-RPC errors carrying the API's message.
+(mcp_server/calls.py), which takes the POST's authentication and count as its own (one request of the
+limit, one token check: the GET alone costs as much) and the POST's pooled connection, given back
+before it. Refusals of the guard become JSON-RPC errors carrying the API's message.
 """
 import json
 
 import anyio
 from flask import Blueprint, Flask, Response, current_app, g, request
 
-from api import guard
 from api.context import release_conn
 from api.errors import ApiError, ServiceUnavailable, error_response
 from mcp_server.calls import API_REFUSED, CALLER, ApiCaller
@@ -61,7 +62,8 @@ def serve():
     body = request.get_data()
     caller = ApiCaller(current_app.extensions[API_APP],
                        {name: request.headers[name] for name in FORWARDED_HEADERS if name in request.headers},
-                       remote_addr=request.remote_addr or "unknown", before_request=_give_back_once)
+                       remote_addr=request.remote_addr or "unknown", before_request=release_conn,
+                       counted=g.authentication)
     token = CALLER.set(caller)
     try:
         status, headers, content = anyio.run(_exchange, _server(), _scope(), body)
@@ -69,18 +71,6 @@ def serve():
         CALLER.reset(token)
     return Response(content, status=status,
                     headers=[(name, value) for name, value in headers if name.lower() != "content-length"])
-
-
-def _give_back_once():
-    # A tool call or resource read is counted by the GET it makes, exactly as that API request would
-    # be; this POST's own count is given back first, so it costs one request of the limit, not two.
-    if not g.get("mcp_given_back"):
-        g.mcp_given_back = True
-        guard.give_back_count()
-        # Commit and give the connection back now: the count's rows stay locked until this request's
-        # transaction ends, and the GET counts the same rows (it would wait for us forever); and the
-        # GET then takes this connection from the pool instead of opening a second one.
-        release_conn()
 
 
 def _server():

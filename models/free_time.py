@@ -6,7 +6,7 @@ order, its tracking events (milestone, actual, occurred_at, occurred_at_offset_m
 container_number) and its Terms per kind.  `now` is an aware datetime, injected so that
 tests fix it.  The rules are in docs/free-time.md.
 """
-from datetime import date
+from datetime import date, datetime, time, timedelta, timezone
 
 from models.free_time_rules import free_days_used, last_free_day, local_day
 
@@ -60,6 +60,21 @@ def at_risk_entry(shipment, container_numbers, events, terms, now, window_days=A
     if not urgent:
         return None
     return (min(urgent), -shipment["id"]), _summary(shipment, demurrage, detention, terms)
+
+
+def same_days_span(now, offsets):
+    """[start, end): the instants around `now` at which the port's day is the one of `now`, at every offset.
+
+    `now` reaches a summary only as the port's day at the offset of each clock's start event
+    (`_clock`), so a summary made at `now` from events with these offsets holds all through the span.
+    """
+    start = datetime.min.replace(tzinfo=timezone.utc)
+    end = datetime.max.replace(tzinfo=timezone.utc)
+    for offset in set(offsets):
+        midnight = (datetime.combine(local_day(now, offset), time(0), timezone.utc)
+                    - timedelta(minutes=offset or 0))
+        start, end = max(start, midnight), min(end, midnight + timedelta(days=1))
+    return start, end
 
 
 def is_at_risk(clock):

@@ -2,23 +2,38 @@
 
 A constant number of statements whatever the number of shipments: one per kind of fact.
 """
+import json
 from datetime import datetime, timezone
 
-from models import free_time
+from models import db, free_time
 from models.free_time_rules import KINDS, resolve_terms
 
-# free-time facts of visible shipments, one row each: the shipment with its own terms, the latest arrival
-# notice stating each kind's free days, the organization's terms for its carrier, its container numbers
-# (oldest first) and, for ocean shipments, the tracking events that start, stop or end a clock, as parallel
-# arrays (one row per shipment keeps a page of candidates to one round trip).  {shipments} picks the ids.
+# free-time facts of visible shipments, one row each: the shipment's id and, as one JSON text, everything
+# the engine reads of it: the shipment with its own terms, the latest arrival notice stating each kind's
+# free days, the organization's terms for its carrier, its container numbers (oldest first) and, for ocean
+# shipments, the tracking events that start, stop or end a clock, in time order (one row per shipment keeps
+# a page of candidates to one round trip; one text lets the at-risk list recognise facts it has already
+# summarised without parsing them: api/free_time.py).  {shipments} picks the ids.
 _FACTS_SQL = """
-SELECT s.id, s.reference, s.transport_reference, s.transport_type, s.status, s.carrier_name,
-       s.demurrage_free_days, s.detention_free_days, s.free_days_basis,
-       nd.free_days AS notice_demurrage_free_days, nd.basis AS notice_demurrage_basis,
-       nt.free_days AS notice_detention_free_days, nt.basis AS notice_detention_basis,
-       ct.id AS carrier_terms_id, ct.demurrage_free_days AS carrier_demurrage_free_days,
-       ct.detention_free_days AS carrier_detention_free_days, ct.free_days_basis AS carrier_free_days_basis,
-       c.numbers, e.milestones, e.actuals, e.occurred_ats, e.offsets, e.container_numbers
+SELECT s.id, json_build_object(
+         'id', s.id, 'reference', s.reference, 'transport_reference', s.transport_reference,
+         'transport_type', s.transport_type, 'status', s.status, 'carrier_name', s.carrier_name,
+         'demurrage_free_days', s.demurrage_free_days, 'detention_free_days', s.detention_free_days,
+         'free_days_basis', s.free_days_basis,
+         'notice_demurrage_free_days', nd.free_days, 'notice_demurrage_basis', nd.basis,
+         'notice_detention_free_days', nt.free_days, 'notice_detention_basis', nt.basis,
+         'carrier_terms_id', ct.id, 'carrier_demurrage_free_days', ct.demurrage_free_days,
+         'carrier_detention_free_days', ct.detention_free_days, 'carrier_free_days_basis', ct.free_days_basis,
+         -- ARRAY(... ORDER BY) keeps the order; the events come in it from tracking_events_free_time_idx
+         -- (json_agg(... ORDER BY) would sort each shipment's events again).
+         'numbers', array_to_json(ARRAY(
+           SELECT k.number FROM containers k WHERE k.shipment_id = s.id AND k.number IS NOT NULL ORDER BY k.id)),
+         'events', array_to_json(ARRAY(
+           SELECT json_build_array(v.milestone, v.actual, v.occurred_at, v.occurred_at_offset_minutes,
+                                   v.container_number)
+             FROM tracking_events v
+            WHERE v.shipment_id = s.id AND s.transport_type = 'ocean' AND v.milestone IN ({milestones})
+            ORDER BY v.occurred_at, v.id)))::text AS facts
   FROM shipments s
   LEFT JOIN carrier_terms ct ON ct.organization_id = s.organization_id AND lower(ct.carrier) = lower(s.carrier_name)
   LEFT JOIN LATERAL (
@@ -29,115 +44,112 @@ SELECT s.id, s.reference, s.transport_reference, s.transport_type, s.status, s.c
     SELECT n.detention_free_days AS free_days, n.free_days_basis AS basis FROM arrival_notices n
      WHERE n.shipment_id = s.id AND n.detention_free_days IS NOT NULL
      ORDER BY n.received_at DESC, n.id DESC LIMIT 1) nt ON true
-  CROSS JOIN LATERAL (
-    SELECT coalesce(array_agg(k.number ORDER BY k.id), '{{}}') AS numbers FROM containers k
-     WHERE k.shipment_id = s.id AND k.number IS NOT NULL) c
-  CROSS JOIN LATERAL (
-    SELECT coalesce(array_agg(v.milestone ORDER BY v.occurred_at, v.id), '{{}}') AS milestones,
-           coalesce(array_agg(v.actual ORDER BY v.occurred_at, v.id), '{{}}') AS actuals,
-           coalesce(array_agg(v.occurred_at ORDER BY v.occurred_at, v.id), '{{}}') AS occurred_ats,
-           coalesce(array_agg(v.occurred_at_offset_minutes ORDER BY v.occurred_at, v.id), '{{}}') AS offsets,
-           coalesce(array_agg(v.container_number ORDER BY v.occurred_at, v.id), '{{}}') AS container_numbers
-      FROM tracking_events v
-     WHERE v.shipment_id = s.id AND s.transport_type = 'ocean' AND v.milestone = ANY (%(milestones)s)) e
  WHERE s.organization_id = %(organization_id)s AND s.id IN ({shipments})
    AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
 """
 
 # list_free_time_at_risk: candidate shipments, found through tracking_events_discharged_idx (recent actual
-# discharges); a discharge counts when no gate-out of its container follows it (tracking_events_gate_out_idx)
-# and the demurrage free days are known and few enough to leave at most 2 days.  A superset: the engine decides.
+# discharges) and shipments_free_time_idx (the shipments the list considers), both read from the index alone;
+# a discharge counts when no gate-out of its container follows it (tracking_events_gate_out_idx), its port
+# day is within the window, and the demurrage free days are known and few enough to leave at most 2 days.
+# A superset: the engine decides.
 _AT_RISK_CANDIDATES_SQL = """
-  WITH open_discharges AS MATERIALIZED (
-    SELECT d.shipment_id, d.occurred_at, s.organization_id, s.carrier_name, s.demurrage_free_days,
-           s.free_days_basis
-      FROM tracking_events d
-      JOIN shipments s ON s.id = d.shipment_id
-     WHERE d.milestone = 'discharged' AND d.actual
-       AND d.occurred_at >= %(now)s - make_interval(days => %(window_days)s + 1)
-       AND s.organization_id = %(organization_id)s
-       AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
-       AND s.transport_type = 'ocean' AND NOT s.archived AND s.status <> 'in_warehouse'
-       AND NOT EXISTS (
-         SELECT 1 FROM tracking_events g
-          WHERE g.shipment_id = d.shipment_id AND g.milestone = 'gate_out' AND g.actual
-            AND g.occurred_at >= d.occurred_at
-            AND (g.container_number IS NULL
-                 OR compact_reference(g.container_number) = compact_reference(d.container_number))))
   SELECT o.shipment_id
-    FROM open_discharges o
+    FROM (SELECT s.id AS shipment_id, s.organization_id, s.carrier_name, s.demurrage_free_days,
+                 -- The most whole days from an open discharge's port day to today there (0 when it is
+                 -- later), among those within the window (its port day is day 1).
+                 max(d.age) FILTER (WHERE d.age < %(window_days)s::integer) AS age
+            FROM tracking_events e
+            JOIN shipments s ON s.id = e.shipment_id
+           CROSS JOIN LATERAL (
+             SELECT greatest(0, ((%(now)s::timestamptz AT TIME ZONE 'UTC')
+                                 + make_interval(mins => coalesce(e.occurred_at_offset_minutes, 0)))::date
+                                - ((e.occurred_at AT TIME ZONE 'UTC')
+                                   + make_interval(mins => coalesce(e.occurred_at_offset_minutes, 0)))::date) AS age
+             ) d
+           WHERE e.milestone = 'discharged' AND e.actual
+             AND e.occurred_at >= %(now)s::timestamptz - make_interval(days => %(window_days)s::integer + 1)
+             AND s.organization_id = %(organization_id)s::bigint
+             AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
+             AND s.transport_type = 'ocean' AND NOT s.archived AND s.status <> 'in_warehouse'
+             AND NOT EXISTS (
+               SELECT 1 FROM tracking_events g
+                WHERE g.shipment_id = e.shipment_id AND g.milestone = 'gate_out' AND g.actual
+                  AND g.occurred_at >= e.occurred_at
+                  AND (g.container_number IS NULL
+                       OR compact_reference(g.container_number) = compact_reference(e.container_number)))
+           GROUP BY s.id) o
     LEFT JOIN carrier_terms ct ON ct.organization_id = o.organization_id AND lower(ct.carrier) = lower(o.carrier_name)
-   CROSS JOIN LATERAL (
-     SELECT f.free_days, coalesce(f.basis, 'calendar') AS basis
-       FROM (SELECT 1 AS rank, o.demurrage_free_days AS free_days, o.free_days_basis AS basis
-              WHERE o.demurrage_free_days IS NOT NULL
-             UNION ALL
-             (SELECT 2, n.demurrage_free_days, n.free_days_basis FROM arrival_notices n
-               WHERE n.shipment_id = o.shipment_id AND n.demurrage_free_days IS NOT NULL
-               ORDER BY n.received_at DESC, n.id DESC LIMIT 1)
-             UNION ALL
-             SELECT 3, ct.demurrage_free_days, ct.free_days_basis WHERE ct.id IS NOT NULL) f
-      ORDER BY f.rank LIMIT 1) t
-   -- At most 2 days left: on the calendar basis, discharge day + free days <= today + 3, so the
-   -- discharge instant + free days < now + 4 days (the port's offset shifts both days alike); on the
-   -- working basis the last free day may be a weekend later, so < now + 6 days.
-   WHERE o.occurred_at + make_interval(days => t.free_days)
-         < %(now)s + CASE t.basis WHEN 'working' THEN interval '6 days' ELSE interval '4 days' END
+   -- At most 2 days left means at least free days - 2 used, and a clock uses at most one free day per day
+   -- on either basis (the start day included), so free days <= age + 3 (docs/free-time.md, "Speed").
+   -- coalesce evaluates the notice lookup only for shipments without their own free days.
+   WHERE coalesce(o.demurrage_free_days,
+                  (SELECT n.demurrage_free_days FROM arrival_notices n
+                    WHERE n.shipment_id = o.shipment_id AND n.demurrage_free_days IS NOT NULL
+                    ORDER BY n.received_at DESC, n.id DESC LIMIT 1),
+                  ct.demurrage_free_days) <= o.age + 3
 """
 
-FACTS_SQL = _FACTS_SQL.format(shipments="SELECT unnest(%(ids)s::bigint[])")
-AT_RISK_SQL = _FACTS_SQL.format(shipments=_AT_RISK_CANDIDATES_SQL)
-
+# The milestones the engine reads; tracking_events_free_time_idx holds exactly these (a literal list, so
+# that the planner can use that partial index).
 EVENT_MILESTONES = sorted(free_time.CLOCK_MILESTONES | free_time.LEFT_TERMINAL | {"untracked"})
+_MILESTONES = ", ".join(f"'{milestone}'" for milestone in EVENT_MILESTONES)
+FACTS_SQL = _FACTS_SQL.format(shipments="SELECT unnest(%(ids)s::bigint[])", milestones=_MILESTONES)
+AT_RISK_SQL = _FACTS_SQL.format(shipments=_AT_RISK_CANDIDATES_SQL, milestones=_MILESTONES)
+# Planning it costs about as much as running it at 100,000 shipments; its plan does not depend on the values.
+_AT_RISK = db.Prepared("free_time_at_risk", AT_RISK_SQL)
 
 
-def _utc_now():
+def utc_now():
+    """The current instant, aware, in UTC."""
     return datetime.now(timezone.utc)
 
 
-def _facts(rows):
-    """(shipment, container numbers, events, terms by kind) from rows of FACTS_SQL."""
-    for row in rows:
-        carrier_terms = None
-        if row["carrier_terms_id"] is not None:
-            carrier_terms = {"demurrage_free_days": row["carrier_demurrage_free_days"],
-                             "detention_free_days": row["carrier_detention_free_days"],
-                             "free_days_basis": row["carrier_free_days_basis"]}
-        terms = {}
-        for kind in KINDS:
-            notice = {f"{kind}_free_days": row[f"notice_{kind}_free_days"],
-                      "free_days_basis": row[f"notice_{kind}_basis"]}
-            terms[kind] = resolve_terms(kind, row, [notice], carrier_terms)
-        events = [{"milestone": milestone, "actual": actual, "occurred_at": occurred_at,
-                   "occurred_at_offset_minutes": offset, "container_number": number}
-                  for milestone, actual, occurred_at, offset, number
-                  in zip(row["milestones"], row["actuals"], row["occurred_ats"], row["offsets"],
-                         row["container_numbers"])]
-        yield row, row["numbers"], events, terms
+def parse_facts(text):
+    """(shipment, container numbers, events, terms by kind) from the `facts` text of a FACTS_SQL row."""
+    row = json.loads(text)
+    carrier_terms = None
+    if row["carrier_terms_id"] is not None:
+        carrier_terms = {"demurrage_free_days": row["carrier_demurrage_free_days"],
+                         "detention_free_days": row["carrier_detention_free_days"],
+                         "free_days_basis": row["carrier_free_days_basis"]}
+    terms = {}
+    for kind in KINDS:
+        notice = {f"{kind}_free_days": row[f"notice_{kind}_free_days"],
+                  "free_days_basis": row[f"notice_{kind}_basis"]}
+        terms[kind] = resolve_terms(kind, row, [notice], carrier_terms)
+    events = [{"milestone": milestone, "actual": actual,
+               "occurred_at": None if occurred_at is None else datetime.fromisoformat(occurred_at),
+               "occurred_at_offset_minutes": offset, "container_number": number}
+              for milestone, actual, occurred_at, offset, number in row["events"]]
+    return row, row["numbers"], events, terms
 
 
 def load_facts(conn, organization_id, ids):
     """The engine's inputs (shipment, container numbers, events, terms by kind) for the visible ones of `ids`."""
     with conn.cursor() as cur:
-        cur.execute(FACTS_SQL, {"organization_id": organization_id, "ids": list(ids),
-                                "milestones": EVENT_MILESTONES})
-        return list(_facts(cur.fetchall()))
+        cur.execute(FACTS_SQL, {"organization_id": organization_id, "ids": list(ids)})
+        return [parse_facts(row["facts"]) for row in cur.fetchall()]
 
 
 def get_free_time(conn, organization_id, shipment_id, now=None):
     """The FreeTimeSummary of one visible shipment, or None."""
     for facts in load_facts(conn, organization_id, [shipment_id]):
-        return free_time.summarize(*facts, now or _utc_now())
+        return free_time.summarize(*facts, now or utc_now())
     return None
+
+
+def at_risk_candidates(conn, organization_id, now, window_days=free_time.AT_RISK_WINDOW_DAYS):
+    """Rows (id, facts) of the shipments that may be at risk at `now` (a superset), in one statement."""
+    with conn.cursor() as cur:
+        _AT_RISK.execute(cur, {"organization_id": organization_id, "now": now, "window_days": window_days})
+        return cur.fetchall()
 
 
 def list_at_risk(conn, organization_id, now=None, window_days=free_time.AT_RISK_WINDOW_DAYS):
     """Summaries of the shipments whose demurrage is at risk, most urgent first, in one statement."""
-    now = now or _utc_now()
-    with conn.cursor() as cur:
-        cur.execute(AT_RISK_SQL, {"organization_id": organization_id, "now": now, "window_days": window_days,
-                                  "milestones": EVENT_MILESTONES})
-        rows = cur.fetchall()
-    entries = [free_time.at_risk_entry(*facts, now, window_days) for facts in _facts(rows)]
+    now = now or utc_now()
+    entries = [free_time.at_risk_entry(*parse_facts(row["facts"]), now, window_days)
+               for row in at_risk_candidates(conn, organization_id, now, window_days)]
     return [summary for _key, summary in sorted((entry for entry in entries if entry is not None),
                                                 key=lambda entry: entry[0])]

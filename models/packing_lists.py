@@ -1,11 +1,24 @@
 """Packing lists as the API shows them: the current ones of a visible shipment, with pallets and lines."""
-from models.db import group_rows
+from models.db import Prepared, group_rows
+
+# stored_rendering: a visible shipment's revision and its stored packing-lists answer when it is current
+# (rendered at this version, by this code, at this revision: the same check as a shipment's, made in the
+# statement that reads it). Prepared: its plan does not depend on the values.
+_STORED = Prepared("packing_lists_rendering", """
+SELECT s.revision, r.body
+  FROM shipments s
+  LEFT JOIN shipment_renderings r
+    ON r.shipment_id = s.id AND r.resource = 'packing_lists' AND r.api_version = %(api_version)s
+   AND r.renderer = %(renderer)s AND r.revision = s.revision
+ WHERE s.id = %(shipment_id)s AND s.organization_id = %(organization_id)s
+   AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
+""")
 
 # list_shipment_packing_lists: the visible shipment (one row even without packing lists) and its
 # current packing lists, oldest first: by created_at to the second (the precision every timestamp
 # is shown at), then id; served by packing_lists_shipment_created_idx.
 LISTS_SQL = """
-SELECT s.id AS found_shipment_id, k.id, k.shipment_id, k.document_id, k.container_id, k.reference,
+SELECT s.revision AS found_revision, k.id, k.shipment_id, k.document_id, k.container_id, k.reference,
        k.declared_box_count, k.declared_net_weight_kg
   FROM shipments s
   LEFT JOIN packing_lists k ON k.shipment_id = s.id AND k.is_current
@@ -33,16 +46,29 @@ SELECT l.pallet_id, l.id, l.line_index, l.produce_name, l.produce_type, l.variet
 """
 
 
+def stored_rendering(conn, organization_id, shipment_id, api_version, renderer):
+    """(revision, stored JSON or None) of a visible shipment's packing lists; None when the shipment is not found."""
+    with conn.cursor() as cur:
+        _STORED.execute(cur, {"organization_id": organization_id, "shipment_id": shipment_id,
+                              "api_version": api_version, "renderer": renderer})
+        row = cur.fetchone()
+    return None if row is None else (row["revision"], row["body"])
+
+
 def list_shipment_packing_lists(conn, organization_id, shipment_id):
-    """Current packing lists of a visible shipment, oldest first; None when the shipment is not found."""
+    """(revision, current packing lists oldest first) of a visible shipment; None when it is not found.
+
+    Run inside db.one_snapshot when the revision must be the lists' own (a stored rendering's key).
+    """
     with conn.cursor() as cur:
         cur.execute(LISTS_SQL, {"organization_id": organization_id, "shipment_id": shipment_id})
         rows = cur.fetchall()
         if not rows:
             return None
-        lists = [{k: v for k, v in row.items() if k != "found_shipment_id"} for row in rows if row["id"] is not None]
+        revision = rows[0]["found_revision"]
+        lists = [{k: v for k, v in row.items() if k != "found_revision"} for row in rows if row["id"] is not None]
         if not lists:
-            return []
+            return revision, []
         cur.execute(PALLETS_SQL, {"ids": [item["id"] for item in lists]})
         pallets = cur.fetchall()
         lines = {}
@@ -55,7 +81,7 @@ def list_shipment_packing_lists(conn, organization_id, shipment_id):
     for item in lists:
         item["pallets"] = by_list.get(item["id"], [])
         item["totals"] = _totals(item["pallets"])
-    return lists
+    return revision, lists
 
 
 def _totals(pallets):

@@ -3,7 +3,8 @@ import re
 
 from models.db import group_rows
 
-# list_shipments: a page of visible shipments, newest first, with per-shipment aggregates.
+# list_shipments: a page of visible shipments, newest first. The checks summary, cargo, organic and
+# produce are columns kept by the database on write (schema.sql shipment_derived), never aggregated here.
 # Optional filters are `(%(x)s IS NULL OR ...)`; psycopg2 inlines the values, so the
 # planner folds away the filters that are not used.
 # Time bounds compare at the precision responses show (the second), so a bound copied from a
@@ -54,40 +55,12 @@ SELECT p.id, p.reference, p.erp_reference, p.transport_reference, p.transport_re
        p.carrier_name, p.carrier_scac,
        p.tracking_state, p.tracking_status, p.unavailable_reason, p.halted_reason,
        p.last_tracked_at, p.carrier_updated_at,
-       p.consignor, p.consignee, p.notify_party, p.draft_produce, p.notes,
+       p.consignor, p.consignee, p.notify_party, p.notes,
        p.load_type, p.house_bl, p.forwarder_reference, p.forwarder_eta,
        p.created_at, p.updated_at, p.revision,
-       ck.total AS checks_total, ck.passed AS checks_passed, ck.failed AS checks_failed,
-       ck.warnings AS checks_warnings, ck.skipped AS checks_skipped, ck.pending AS checks_pending,
-       pa.pallets AS cargo_pallets, pa.has_packing_list,
-       ln.boxes AS cargo_boxes, ln.net_weight_kg AS cargo_net_weight_kg,
-       ln.gross_weight_kg AS cargo_gross_weight_kg, ln.organic, ln.produce
+       p.checks_total, p.checks_passed, p.checks_failed, p.checks_warnings, p.checks_skipped, p.checks_pending,
+       p.cargo_pallets, p.cargo_boxes, p.cargo_net_weight_kg, p.cargo_gross_weight_kg, p.organic, p.produce
   FROM page p
-  CROSS JOIN LATERAL (
-    SELECT count(*) AS total,
-           count(*) FILTER (WHERE c.status = 'passed') AS passed,
-           count(*) FILTER (WHERE c.status = 'failed') AS failed,
-           count(*) FILTER (WHERE c.status = 'warning') AS warnings,
-           count(*) FILTER (WHERE c.status = 'skipped') AS skipped,
-           count(*) FILTER (WHERE c.status = 'pending') AS pending
-      FROM checks c WHERE c.shipment_id = p.id) ck
-  CROSS JOIN LATERAL (
-    SELECT count(*) AS pallets,
-           EXISTS (SELECT 1 FROM packing_lists k
-                    WHERE k.shipment_id = p.id AND k.is_current) AS has_packing_list
-      FROM pallets pl LEFT JOIN packing_lists k ON k.id = pl.packing_list_id
-     WHERE pl.shipment_id = p.id AND (k.id IS NULL OR k.is_current)) pa
-  CROSS JOIN LATERAL (
-    SELECT coalesce(sum(l.box_count), 0) AS boxes,
-           coalesce(sum(l.net_weight_kg), 0) AS net_weight_kg,
-           coalesce(sum(l.gross_weight_kg), 0) AS gross_weight_kg,
-           coalesce(bool_or(l.organic) FILTER (WHERE k.id IS NOT NULL), false) AS organic,
-           coalesce(array_agg(DISTINCT l.produce_name ORDER BY l.produce_name)
-                    FILTER (WHERE k.id IS NOT NULL), '{}'::text[]) AS produce
-      FROM packing_lines l
-      JOIN pallets pl ON pl.id = l.pallet_id
-      LEFT JOIN packing_lists k ON k.id = pl.packing_list_id
-     WHERE l.shipment_id = p.id AND (k.id IS NULL OR k.is_current)) ln
  ORDER BY p.id DESC
 """
 
@@ -98,19 +71,21 @@ RENDERED_PAGE_SQL = PAGE_CTE + """
 SELECT p.id, r.body
   FROM page p
   LEFT JOIN shipment_renderings r
-    ON r.shipment_id = p.id AND r.api_version = %(api_version)s AND r.renderer = %(renderer)s
+    ON r.shipment_id = p.id AND r.resource = 'shipment' AND r.api_version = %(api_version)s
+   AND r.renderer = %(renderer)s
    AND r.revision = p.revision
  ORDER BY p.id DESC
 """
 
-# Store renderings made on a miss; a newer revision (or another renderer) replaces an older one. In
-# id order, so that two requests storing overlapping pages lock rows in the same order.
+# Store renderings made on a miss (of a shipment, or of its packing lists: `resource`); a newer revision
+# (or another renderer) replaces an older one. In id order, so that two requests storing overlapping
+# pages lock rows in the same order.
 STORE_RENDERINGS_SQL = """
-INSERT INTO shipment_renderings AS r (shipment_id, api_version, renderer, revision, body)
-SELECT f.shipment_id, %(api_version)s, %(renderer)s, f.revision, f.body
+INSERT INTO shipment_renderings AS r (shipment_id, api_version, resource, renderer, revision, body)
+SELECT f.shipment_id, %(api_version)s, %(resource)s, %(renderer)s, f.revision, f.body
   FROM unnest(%(ids)s::bigint[], %(revisions)s::bigint[], %(bodies)s::text[]) AS f (shipment_id, revision, body)
  ORDER BY f.shipment_id
-ON CONFLICT (shipment_id, api_version) DO UPDATE
+ON CONFLICT (shipment_id, api_version, resource) DO UPDATE
    SET renderer = EXCLUDED.renderer, revision = EXCLUDED.revision, body = EXCLUDED.body, rendered_at = now()
  WHERE r.revision < EXCLUDED.revision OR r.renderer <> EXCLUDED.renderer
 """
@@ -192,14 +167,14 @@ def rendered_page(conn, organization_id, limit, api_version, renderer, **filters
         return [(row["id"], row["body"]) for row in cur.fetchall()]
 
 
-def store_renderings(conn, api_version, renderer, renderings):
-    """Keep (id, revision, body) renderings for later reads."""
+def store_renderings(conn, api_version, renderer, renderings, resource="shipment"):
+    """Keep (id, revision, body) renderings of shipments (or of their packing lists) for later reads."""
     if not renderings:
         return
     ids, revisions, bodies = zip(*renderings)
     with conn.cursor() as cur:
-        cur.execute(STORE_RENDERINGS_SQL, {"api_version": api_version, "renderer": renderer, "ids": list(ids),
-                                           "revisions": list(revisions), "bodies": list(bodies)})
+        cur.execute(STORE_RENDERINGS_SQL, {"api_version": api_version, "renderer": renderer, "resource": resource,
+                                           "ids": list(ids), "revisions": list(revisions), "bodies": list(bodies)})
 
 
 def list_shipments(conn, organization_id, limit, **filters):
@@ -241,7 +216,6 @@ def _assemble(row, containers, labels):
                      "last_tracked_at": row["last_tracked_at"], "carrier_updated_at": row["carrier_updated_at"]},
         "parties": {"consignor": row["consignor"], "consignee": row["consignee"],
                     "notify_party": row["notify_party"]},
-        "produce": row["produce"] if row["has_packing_list"] else sorted(set(row["draft_produce"])),
         "cargo": {"pallets": row["cargo_pallets"], "boxes": row["cargo_boxes"],
                   "net_weight_kg": row["cargo_net_weight_kg"], "gross_weight_kg": row["cargo_gross_weight_kg"]},
         "checks": {"total": row["checks_total"], "passed": row["checks_passed"], "failed": row["checks_failed"],

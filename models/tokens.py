@@ -24,7 +24,8 @@ def fingerprint(token):
     return hashlib.sha256(token.encode("ascii")).digest()
 
 
-# authenticate: the active token with this fingerprint, its user (still a member) and organization.
+# The active token with this fingerprint, its user (still a member) and organization: the principal
+# part of models.rate_limits' authenticate_and_count, the request's first statement.
 AUTHENTICATE_SQL = """
 SELECT t.id AS token_id, t.name AS token_name, t.scopes, t.expires_at, u.email AS user_email,
        o.id AS organization_id, o.name AS organization_name, o.slug, o.api_version
@@ -37,13 +38,6 @@ SELECT t.id AS token_id, t.name AS token_name, t.scopes, t.expires_at, u.email A
    AND (t.expires_at IS NULL OR t.expires_at > now())
    AND m.removed_at IS NULL
 """
-
-
-def authenticate(conn, token):
-    """The principal (token, user, organization) for a token value, or None."""
-    with conn.cursor() as cur:
-        cur.execute(AUTHENTICATE_SQL, {"fingerprint": fingerprint(token)})
-        return cur.fetchone()
 
 
 # create_token: lock the organization row so two creations cannot both pass the limit.

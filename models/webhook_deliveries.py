@@ -1,8 +1,6 @@
 """Webhook deliveries: claiming due work under a lease, recording attempts, endpoint health."""
 from dataclasses import dataclass
 
-import psycopg2.extras
-
 
 @dataclass(frozen=True, slots=True)
 class ClaimedDelivery:
@@ -62,16 +60,26 @@ _START_ATTEMPTS_CTES = """interrupted AS (
   RETURNING id, delivery_id
 )"""
 
+# claim_due, first statement: the endpoints lock_claimable locks, kept for the claim in a transaction-local
+# setting, so that both statements go to the server in one round trip (a turn of the loop waits for each).
+_LOCK_FOR_CLAIM_SQL = """
+SELECT set_config('shiptrack.claimable', (SELECT coalesce(string_agg(id::text, ','), '')
+                                            FROM (""" + _LOCK_CLAIMABLE_SQL + """) locked), true)
+"""
+
 # claim_due: up to `cap` requests in flight per endpoint in all processes (a slow endpoint never takes
 # every worker), due deliveries locked with SKIP LOCKED and leased by pushing next_attempt_at forward:
 # a pass that dies leaves work that becomes due again when the lease runs out.  Each claim writes its
 # attempt row `in_flight` before any request, and closes the row a dead pass left as `interrupted`.
 _CLAIM_SQL = """
 WITH free AS (
-  SELECT f.endpoint_id, %(cap)s - (SELECT count(*) FROM webhook_deliveries l
-                                    WHERE l.endpoint_id = f.endpoint_id AND l.lease_token IS NOT NULL
-                                      AND l.state = 'pending' AND l.next_attempt_at > %(now)s) AS free
-    FROM unnest(%(endpoint_ids)s::bigint[]) AS f (endpoint_id)
+  -- The FILTER keeps state and next_attempt_at out of the scan's conditions, so that it reads the few
+  -- leased rows (webhook_deliveries_leased_idx), not every pending row due later (next_idx: an endpoint
+  -- with thousands of retries waiting made each claim cost 10 ms of server CPU).
+  SELECT f.endpoint_id, %(cap)s - (SELECT count(*) FILTER (WHERE l.state = 'pending' AND l.next_attempt_at > %(now)s)
+                                     FROM webhook_deliveries l
+                                    WHERE l.endpoint_id = f.endpoint_id AND l.lease_token IS NOT NULL) AS free
+    FROM unnest(string_to_array(current_setting('shiptrack.claimable', true), ',')::bigint[]) AS f (endpoint_id)
 ), picked AS (
   SELECT d.id
     FROM free f
@@ -86,8 +94,7 @@ WITH free AS (
 ), claimed AS (
   UPDATE webhook_deliveries d
      SET next_attempt_at = %(lease_until)s, lease_token = %(token)s
-    FROM picked p
-   WHERE d.id = p.id
+   WHERE d.id = ANY (ARRAY(SELECT id FROM picked))  -- by the primary key: a join read the whole table
   RETURNING d.id, d.event_id, d.endpoint_id, d.reason, d.attempt_count + 1 AS attempt, d.max_attempts,
             d.lease_token
 ), """ + _START_ATTEMPTS_CTES + """
@@ -120,27 +127,43 @@ SELECT c.*, (SELECT id FROM started) AS attempt_id,
   FROM claimed c
 """
 
-# finish_deliveries: guarded by the lease we hold; a row whose lease another pass took is left alone.
+# finish: every outcome of a turn in one statement.  The delivery update is guarded by the lease we hold
+# (a row whose lease another pass took is left alone); its attempt row gets what the request really gave,
+# even when the lease was lost meanwhile (the row may already say `interrupted`: now it is known);
+# recording twice (a commit whose acknowledgement was lost) changes nothing the second time.  `runs`
+# (successes end their endpoints' failure runs) is read first by the main update, so endpoint rows are
+# locked before delivery rows, the order of every other writer (lock_endpoints, disable_endpoint).
 _FINISH_SQL = """
+WITH v AS (
+  SELECT * FROM unnest(%(ids)s::bigint[], %(tokens)s::uuid[], %(attempts)s::int[], %(states)s::text[],
+                       %(next_attempt_at)s::timestamptz[], %(status_codes)s::int[], %(errors)s::text[],
+                       %(finished_at)s::timestamptz[], %(attempt_ids)s::bigint[], %(attempted_at)s::timestamptz[],
+                       %(durations)s::int[], %(succeeded)s::boolean[], %(bodies)s::text[], %(addresses)s::text[])
+         AS v (id, token, attempt, state, next_attempt_at, status_code, error, finished_at, attempt_id,
+               attempted_at, duration_ms, succeeded, response_body, address)
+), runs AS (
+  UPDATE webhook_endpoints SET failing_since = NULL, failure_warned_at = NULL
+   WHERE id = ANY (%(end_runs)s::bigint[]) AND failing_since IS NOT NULL
+  RETURNING id
+), attempts AS (
+  UPDATE webhook_attempts AS a
+     SET attempted_at = v.attempted_at, duration_ms = v.duration_ms, succeeded = v.succeeded,
+         state = CASE WHEN v.succeeded THEN 'succeeded' ELSE 'failed' END, status_code = v.status_code,
+         error = v.error, response_body = v.response_body, address = v.address
+    FROM v
+   WHERE a.id = v.attempt_id AND a.state IN ('in_flight', 'interrupted')
+)
 UPDATE webhook_deliveries AS d
    SET attempt_count = v.attempt, state = v.state, next_attempt_at = v.next_attempt_at, lease_token = NULL,
        last_status_code = v.status_code, last_error = v.error, finished_at = v.finished_at
-  FROM (VALUES %s) AS v (id, token, attempt, state, next_attempt_at, status_code, error, finished_at)
- WHERE d.id = v.id AND d.lease_token = v.token
+  FROM v
+ WHERE d.id = v.id AND d.lease_token = v.token AND (SELECT count(*) FROM runs) >= 0
 RETURNING d.id
 """
 
-# finish_attempts: what the request really gave, into its in-flight row, even when the lease was lost
-# meanwhile (the row may already say `interrupted`: now it is known).  Recording twice (a commit whose
-# acknowledgement was lost) changes nothing the second time.
-_FINISH_ATTEMPTS_SQL = """
-UPDATE webhook_attempts AS a
-   SET attempted_at = v.attempted_at, duration_ms = v.duration_ms, succeeded = v.succeeded,
-       state = CASE WHEN v.succeeded THEN 'succeeded' ELSE 'failed' END, status_code = v.status_code,
-       error = v.error, response_body = v.response_body, address = v.address
-  FROM (VALUES %s) AS v (id, attempted_at, duration_ms, succeeded, status_code, error, response_body, address)
- WHERE a.id = v.id AND a.state IN ('in_flight', 'interrupted')
-"""
+# The columns of a finish row, in the order recording.record builds them.
+FINISH_COLUMNS = ("ids", "tokens", "attempts", "states", "next_attempt_at", "status_codes", "errors",
+                  "finished_at", "attempt_ids", "attempted_at", "durations", "succeeded", "bodies", "addresses")
 
 
 def lock_claimable(conn, now, limit):
@@ -153,15 +176,16 @@ def lock_claimable(conn, now, limit):
 def claim_due(conn, now, lease_until, token, cap, limit):
     """Lease up to `limit` due deliveries (ClaimedDelivery records), at most `cap` in flight per endpoint.
 
-    The cap counts every process's leases.  Two statements in the caller's transaction:
-    lock_claimable, then the claim, whose snapshot sees every lease committed before the locks.
+    The cap counts every process's leases.  Two statements sent together, in the caller's transaction
+    or (on an autocommit connection) in the one implicit transaction of a multi-statement query:
+    lock_claimable, then the claim, whose snapshot (each statement takes its own) sees every lease
+    committed before the locks.
     """
-    endpoint_ids = lock_claimable(conn, now, limit)
-    if not endpoint_ids:
-        return []
     with conn.cursor() as cur:
-        cur.execute(_CLAIM_SQL, {"now": now, "lease_until": lease_until, "token": token, "cap": cap,
-                                 "endpoint_ids": endpoint_ids, "limit": limit})
+        conn.statement_count += 1  # two statements, one round trip
+        cur.execute(_LOCK_FOR_CLAIM_SQL + ";" + _CLAIM_SQL,
+                    {"now": now, "lease_until": lease_until, "token": token, "cap": cap, "limit": limit,
+                     "space": CAP_LOCK_SPACE})
         return [ClaimedDelivery.from_row(row) for row in cur.fetchall()]
 
 
@@ -184,24 +208,17 @@ def lock_endpoints(conn, endpoint_ids):
         return {row["id"]: row for row in cur.fetchall()}
 
 
-def finish_deliveries(conn, rows):
-    """Apply outcomes (tuples in _FINISH_SQL's order); returns the ids whose lease was still ours."""
+def finish(conn, rows, end_runs=()):
+    """Apply a turn's outcomes (tuples in FINISH_COLUMNS order) and end the failure runs of `end_runs`.
+
+    Returns the delivery ids whose lease was still ours.
+    """
     if not rows:
         return set()
+    params = dict(zip(FINISH_COLUMNS, (list(column) for column in zip(*rows))))
     with conn.cursor() as cur:
-        found = psycopg2.extras.execute_values(
-            cur, _FINISH_SQL, rows, page_size=1000, fetch=True,
-            template="(%s::bigint, %s::uuid, %s::int, %s, %s::timestamptz, %s::int, %s, %s::timestamptz)")
-        return {row["id"] for row in found}
-
-
-def finish_attempts(conn, rows):
-    """Complete in-flight attempt rows (tuples in _FINISH_ATTEMPTS_SQL's order: id, attempted_at, ...)."""
-    if rows:
-        with conn.cursor() as cur:
-            psycopg2.extras.execute_values(
-                cur, _FINISH_ATTEMPTS_SQL, rows, page_size=1000,
-                template="(%s::bigint, %s::timestamptz, %s::int, %s::boolean, %s::int, %s, %s, %s)")
+        cur.execute(_FINISH_SQL, {**params, "end_runs": list(end_runs)})
+        return {row["id"] for row in cur.fetchall()}
 
 
 def update_endpoint_health(conn, endpoint_id, failing_since, last_failure_at):
@@ -215,16 +232,6 @@ def update_endpoint_health(conn, endpoint_id, failing_since, last_failure_at):
                                             THEN failure_warned_at END
              WHERE id = %(id)s""", {"id": endpoint_id, "failing_since": failing_since,
                                     "last_failure_at": last_failure_at})
-
-
-def end_failure_runs(conn, endpoint_ids):
-    """A success ends the endpoints' failure runs (writes only rows that had one)."""
-    if endpoint_ids:
-        with conn.cursor() as cur:
-            # end_failure_runs
-            cur.execute("""
-                UPDATE webhook_endpoints SET failing_since = NULL, failure_warned_at = NULL
-                 WHERE id = ANY (%(ids)s) AND failing_since IS NOT NULL""", {"ids": list(endpoint_ids)})
 
 
 def claim_unnotified(conn):

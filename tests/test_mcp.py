@@ -15,8 +15,9 @@ import psycopg2
 import pytest
 import requests
 
-from models import db, organizations, tokens
+from models import db, organizations, rate_limits, tokens
 from tests.conftest import NO_RATE_LIMITS
+from tests.support.factories import auth, make_org, make_shipment, make_token
 from tests.support.processes import ROOT, gunicorn
 
 TOOLS = {"search_shipments", "get_shipment", "get_shipment_timeline", "get_shipment_free_time",
@@ -324,7 +325,7 @@ def test_an_exhausted_limit_is_an_mcp_error_in_the_apis_words(kind, demo_databas
         answers, error = run(lambda: work(demo_database.url))
     assert error is not None and error.message.startswith("Too many requests."), error
     assert error.data["status"] == 429 and error.data["error"]["code"] == "rate_limited"
-    # A tool call counts once (its GET; the POST carrying it is given back). Over HTTP the handshake's
+    # A tool call counts once (its POST, whose count its GET takes as its own). Over HTTP the handshake's
     # POSTs (discover, or initialize and initialized) count too; over stdio nothing but the GETs does.
     assert 1 <= len(answers) <= 2 if kind == "http" else len(answers) == 3
 
@@ -347,3 +348,35 @@ def test_the_handshake_era_and_the_per_request_era_both_work(mode, served, demo_
     version, answer = run(work)
     assert version == ("2025-11-25" if mode == "legacy" else mode)
     assert not answer.is_error and "Acme" in text(answer)
+
+
+def test_a_tool_call_costs_one_token_check_and_one_count_as_its_get_does(app, client, conn, monkeypatch):
+    # The rate-limit table is pruned on a random 0.5% of requests; keep the statement counts exact.
+    monkeypatch.setattr(rate_limits.random, "random", lambda: 1.0)
+    token = make_token(conn, make_org(conn, "acme"))
+    shipment = f"shp_{make_shipment(conn, 1)}"
+    recorder = app.config["STATEMENT_RECORDER"]
+    api = client.get(f"/shipments/{shipment}", headers=auth(token))     # pins the version, stores the rendering
+    recorder.clear()
+    api = client.get(f"/shipments/{shipment}", headers=auth(token))
+    assert (api.status_code, recorder) == (200, [2])                    # token check with count, the page
+
+    def hits():
+        with conn.cursor() as cur:
+            cur.execute("SELECT hits FROM rate_limit_counters WHERE bucket = 'token:1'")
+            return cur.fetchone()["hits"]
+
+    before = hits()
+    recorder.clear()
+    message = {"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+               "params": {"name": "get_shipment", "arguments": {"shipment_id": shipment, "full": True}}}
+    response = client.post("/mcp", json=message, headers=auth(
+        token, Accept="application/json, text/event-stream", **{"MCP-Protocol-Version": "2025-11-25"}))
+    assert response.status_code == 200
+    result = response.json["result"]
+    assert result["isError"] is False and result["content"][0]["text"] == api.get_data(as_text=True).rstrip("\n")
+    # The POST checks the token and counts (one statement); its GET takes both as its own and reads the page.
+    assert recorder == [1, 1]
+    assert hits() == before + 1
+    assert response.headers["RateLimit"] == f'"per_token";r={600 - before - 1};t=' + \
+        response.headers["RateLimit"].rpartition("t=")[2]

@@ -7,7 +7,7 @@ from api import renderings
 from api.schemas.present import dumps, present
 from api.schemas.shipments import ShipmentSchema
 from api.versions import LATEST
-from models import shipments
+from models import packing_lists, shipments
 from tests.conftest import NO_RATE_LIMITS, make_app
 from tests.support.factories import auth, insert, make_container, make_label, make_org, make_shipment, make_token
 
@@ -43,6 +43,21 @@ def fresh(conn, org_id):
     """Every visible shipment rendered now, without stored renderings (the pre-cache path)."""
     return {f"shp_{item['id']}": dumps(present("shipment", ShipmentSchema, item, LATEST))
             for item in shipments.list_shipments(conn, org_id, 1000)}
+
+
+def fresh_packing_lists(conn, org_id, ids):
+    """Each visible shipment's packing lists rendered now, without stored renderings."""
+    found = {name: packing_lists.list_shipment_packing_lists(conn, org_id, int(name[4:])) for name in ids}
+    return {name: renderings.render_packing_lists(lists[1], LATEST) for name, lists in found.items()
+            if lists is not None}
+
+
+def served_packing_lists(client, org, ids):
+    """The bytes of each shipment's GET /shipments/{id}/packing_lists (404s left out)."""
+    answers = {name: client.get(f"/shipments/{name}/packing_lists", headers=auth(org["token"])) for name in ids}
+    assert all(answer.status_code in (200, 404) for answer in answers.values())
+    return {name: answer.get_data(as_text=True).removesuffix("\n") for name, answer in answers.items()
+            if answer.status_code == 200}
 
 
 def served(client, org, ids):
@@ -118,11 +133,13 @@ def test_served_bytes_always_equal_a_fresh_render(conn, org, database_url, tmp_p
         # The list is the same renderings, newest first, in the list envelope.
         ordered = [truth[name] for name in sorted(truth, key=lambda name: -int(name[4:]))]
         assert listed == '{"object":"list","data":[' + ",".join(ordered) + '],"has_more":false}\n'
+        # Packing lists (stored per revision too): each shipment's answer equals a fresh render.
+        assert served_packing_lists(client, org, names) == fresh_packing_lists(conn, org["id"], names), round_number
     # After the reads, every visible shipment has a current stored rendering (what the next read serves).
-    current = sql(conn, """SELECT count(*) AS n FROM shipment_renderings r JOIN shipments s
+    current = sql(conn, """SELECT r.resource, count(*) AS n FROM shipment_renderings r JOIN shipments s
                             ON s.id = r.shipment_id AND s.revision = r.revision
-                           WHERE NOT s.awaiting_approval""")[0]["n"]
-    assert current == len(truth)
+                           WHERE NOT s.awaiting_approval GROUP BY 1 ORDER BY 1""")
+    assert current == [{"resource": "packing_lists", "n": len(truth)}, {"resource": "shipment", "n": len(truth)}]
 
 
 def test_a_rendering_is_served_only_for_its_revision_version_and_renderer(conn, client, org, monkeypatch):
@@ -147,3 +164,26 @@ def test_an_older_revision_never_replaces_a_newer_rendering(conn, org):
     shipments.store_renderings(conn, LATEST, "r", [(shipment, 5, '{"new":true}')])
     shipments.store_renderings(conn, LATEST, "r", [(shipment, 4, '{"old":true}')])
     assert sql(conn, "SELECT revision, body FROM shipment_renderings") == [{"revision": 5, "body": '{"new":true}'}]
+
+
+def test_packing_lists_are_served_as_stored_only_while_current(conn, app, client, org):
+    shipment = build(conn, org["id"], [])
+    path = f"/shipments/shp_{shipment}/packing_lists"
+    recorder = app.config["STATEMENT_RECORDER"]
+    client.get("/organization", headers=auth(org["token"]))                # pins the version
+    recorder.clear()
+    first = client.get(path, headers=auth(org["token"]))
+    # A miss: token and count, the stored rendering's check, the lists, pallets, lines, and the store.
+    assert (first.json["data"][0]["pallets"][0]["lines"][0]["box_count"], recorder) == (10, [6])
+    sql(conn, "UPDATE shipment_renderings SET body = replace(body, '\"box_count\":10', '\"box_count\":77') "
+              "WHERE resource = 'packing_lists'")
+    recorder.clear()
+    again = client.get(path, headers=auth(org["token"]))
+    # Current: served as stored (shown by the edit behind the API's back), in two statements.
+    assert (again.json["data"][0]["pallets"][0]["lines"][0]["box_count"], recorder) == (77, [2])
+    sql(conn, "UPDATE packing_lines SET box_count = 11 WHERE shipment_id = %s", shipment)
+    now = client.get(path, headers=auth(org["token"]))
+    assert (now.json["data"][0]["pallets"][0]["lines"][0]["box_count"], now.json["data"][0]["totals"]["boxes"]) == (11, 11)
+    # Hidden: not found, whatever is stored.
+    sql(conn, "UPDATE shipments SET awaiting_approval = true WHERE id = %s", shipment)
+    assert client.get(path, headers=auth(org["token"])).status_code == 404

@@ -13,11 +13,11 @@ from api import versions
 from api.schemas.compiled import dumper
 
 _API = Path(__file__).resolve().parent.parent
-# What decides the bytes of a stored shipment rendering besides its data and version: the schemas,
-# the dumper, the version steps, the ids and the assembly of rows. Stored renderings carry this
-# digest, so a deploy that changes any of them never serves a rendering the old code made.
+# What decides the bytes of a stored rendering (a shipment, its packing lists) besides its data and
+# version: the schemas, the dumper, the version steps, the ids and the assembly of rows. Stored
+# renderings carry this digest, so a deploy that changes any of them never serves one the old code made.
 _SHAPING_FILES = sorted([*(_API / "schemas").glob("*.py"), _API / "versions.py", _API / "ids.py",
-                         _API.parent / "models" / "shipments.py"])
+                         _API.parent / "models" / "shipments.py", _API.parent / "models" / "packing_lists.py"])
 RENDERER = hashlib.blake2b(b"".join(path.read_bytes() for path in _SHAPING_FILES), digest_size=8).hexdigest()
 
 
@@ -29,3 +29,13 @@ def present(kind, schema_class, obj, version):
 def dumps(document):
     """JSON text exactly as the API's responses write it (compact, keys in schema order, ASCII)."""
     return json.dumps(document, default=DefaultJSONProvider.default, ensure_ascii=True, separators=(",", ":"))
+
+
+def list_text(bodies, has_more, **members):
+    """The list envelope around JSON texts, with `members` after has_more, written as dumps writes a list.
+
+    The texts are joined as they are, never parsed and dumped again (stored renderings, event bodies).
+    """
+    tail = "".join(f",{dumps(name)}:{dumps(value)}" for name, value in members.items())
+    return ('{"object":"list","data":[' + ",".join(bodies) + '],"has_more":' + ("true" if has_more else "false")
+            + tail + "}")
