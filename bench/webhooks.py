@@ -1,7 +1,8 @@
 """Webhook delivery benchmark (not a test): 10,000 events to 5 local HTTPS endpoints.
 
 Endpoints: three answer at once, one answers after 9 s, one refuses connections.
-Phase 1 runs cron passes (`python -m delivery`, 45 s each) back to back. Deliveries are counted
+Phase 1 runs cron passes (`python -m delivery`, 45 s each) back to back, `--processes` of them at once
+(default 1; docs/webhooks.md: several processes share each endpoint's cap). Deliveries are counted
 where they arrive: the receiver (bench/webhook_receiver.py) counts each endpoint's requests by
 webhook-id and verifies their signatures. The rate is distinct events received by the three healthy
 endpoints over the time from the start of the first pass (process start and rendering included) to
@@ -97,26 +98,27 @@ def make_events(conn, shipments, rounds):
         conn.commit()
 
 
-def phase_cron(conn, control, env, code, endpoints, events, slow_limit):
-    """Back-to-back passes until the healthy endpoints have every event; returns figures."""
+def phase_cron(conn, control, env, code, endpoints, events, slow_limit, processes=1):
+    """Back-to-back rounds of `processes` passes at once until the healthy endpoints have every event."""
     started_wall, started = time.time(), time.monotonic()
     receiver_cpu = ask(control, "stats")["cpu_seconds"]
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     backends, healthy_done, passes = {}, None, 0
     while True:
-        process = subprocess.Popen([sys.executable, "-m", "delivery"], cwd=code, env=env)
-        while process.poll() is None:
+        running = [subprocess.Popen([sys.executable, "-m", "delivery"], cwd=code, env=env)
+                   for _ in range(processes)]
+        while any(process.poll() is None for process in running):
             time.sleep(0.25)
             backend_cpu(conn, backends)
             stats = ask(control, "stats")["endpoints"]
             if healthy_done is None and all(stats[n]["distinct"] >= events for n in HEALTHY):
                 healthy_done = max(stats[n]["last"] for n in HEALTHY) - started_wall
                 print(f"  healthy endpoints done: {3 * events} deliveries in {healthy_done:.1f} s", flush=True)
-        passes += 1
+        passes += processes
         stats = ask(control, "stats")
         elapsed = time.monotonic() - started
         got = {n: (e["distinct"], e["duplicates"]) for n, e in stats["endpoints"].items()}
-        print(f"  pass {passes} ended at {elapsed:.1f} s: received (distinct, duplicates) {got}", flush=True)
+        print(f"  {passes} passes ended at {elapsed:.1f} s: received (distinct, duplicates) {got}", flush=True)
         if healthy_done is not None and (stats["endpoints"]["slow"]["distinct"] >= events or elapsed > slow_limit):
             break
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -183,6 +185,8 @@ def main():
     parser.add_argument("--watch-changes", type=int, default=300)
     parser.add_argument("--watch-interval", type=float, default=0.05)
     parser.add_argument("--code", default=str(PROJECT), help="checkout whose `python -m delivery` is measured")
+    parser.add_argument("--processes", type=int, default=1,
+                        help="cron passes started together in phase 1 (they share each endpoint's cap)")
     args = parser.parse_args()
 
     server_url = os.environ.get("DATABASE_URL") or sys.exit("set DATABASE_URL to a PostgreSQL server")
@@ -224,7 +228,7 @@ def main():
         started = time.monotonic()
         make_events(conn, shipments, args.events // shipments)
         print(f"{args.events} events committed in {time.monotonic() - started:.1f} s")
-        cron = phase_cron(conn, control, env, args.code, endpoints, args.events, args.slow_limit)
+        cron = phase_cron(conn, control, env, args.code, endpoints, args.events, args.slow_limit, args.processes)
         print("phase 1 (cron passes):", json.dumps(cron, indent=2), flush=True)
         watch = phase_watch(conn, control, env, args.code, args.watch_changes, args.watch_interval)
         print("phase 2 (--watch, commit to arrival, seconds):", json.dumps(watch, indent=2))
