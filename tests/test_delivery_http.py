@@ -1,5 +1,6 @@
 """What counts as delivered: statuses, redirects, the 10 s / 15 s deadlines, the 2 KB reply, TLS."""
 import ipaddress
+import re
 import socket
 import time
 
@@ -119,7 +120,9 @@ def test_real_ten_second_rule(receiver, ca_bundle):
     """The spec's own constants: a 2xx after 10.5 s is a failure, measured for real (takes 10.5 s)."""
     outcome = _send(receiver.url("/sleep/10.5"), ca_bundle)
     assert not outcome.succeeded and outcome.status_code == 200
-    assert outcome.error == "answered after 10.5 s; a reply must come within 10 s"
+    # The time named is the one measured: 10.5 s, or a little more on a loaded machine.
+    answered = re.fullmatch(r"answered after (\d+\.\d) s; a reply must come within 10 s", outcome.error)
+    assert answered is not None and 10.5 <= float(answered.group(1)) < 12, outcome.error
     assert 10400 < outcome.duration_ms < 12000
 
 

@@ -14,6 +14,7 @@ import requests
 
 from tests.support.factories import auth, make_org, make_token
 from tests.support.processes import free_port, stop, wait_for
+from tests.support.windows import within_one_window
 
 RATE_LIMITED = {"error": {"type": "rate_limit_error", "code": "rate_limited",
                           "message": "Too many requests. Wait for the number of seconds in Retry-After, then retry.",
@@ -36,6 +37,7 @@ def limited_app(database_url, tmp_path, **limits):
 
     config = {"window_seconds": 300, "per_token": 1000, "per_ip": 1000, "anonymous_per_ip": 1000, **limits}
     extra = config.pop("config", {})
+    within_one_window(2, config["window_seconds"])  # a test's few requests never straddle a window's end
     return create_app({"TESTING": True, "DATABASE_URL": database_url, "RATE_LIMITS": config,
                        "STORAGE_DIR": str(tmp_path / "storage"), **extra})
 
@@ -345,6 +347,7 @@ def test_limits_shared_by_gunicorn_workers(conn, database_url, tmp_path):
     idle = []
     try:
         assert wait_for(lambda: error_log.exists() and error_log.read_text().count("Booting worker") == 2)
+        within_one_window(30)
         base = f"http://127.0.0.1:{port}"
         session = requests.Session()
         # Each request on a new connection.
