@@ -199,3 +199,22 @@ def test_random_writes_of_every_kind_keep_them_equal_to_a_recount(conn):
         conn.commit()
     # The rounds reached every rule at some point.
     assert seen == {"pallet_on_no_list", "replaced_list", "organic", "mixed_checks", "draft_fallback", "packed"}
+
+
+def test_a_shipment_inserted_has_the_values_a_recount_gives(conn):
+    # What the insert stores is what a touch (a recount from every table) gives, to the representation.
+    org = make_org(conn, "acme")
+    shipment = make_shipment(conn, org, draft_produce=["mango", "Banana", "mango"], consignor="Frutas del Sur",
+                             erp_reference="PO-7", transport_reference="msku 123-4565", eta="2026-12-01T00:00:00Z")
+    columns = "effective_eta, search_text, checks_total, checks_passed, checks_failed, checks_warnings, " \
+              "checks_skipped, checks_pending, cargo_pallets, cargo_boxes, cargo_net_weight_kg, " \
+              "cargo_gross_weight_kg, organic, produce, revision"
+    (inserted,) = sql(conn, f"SELECT {columns} FROM shipments WHERE id = %s", shipment)
+    sql(conn, "UPDATE shipments SET change_xid = NULL WHERE id = %s", shipment)
+    (touched,) = sql(conn, f"SELECT {columns} FROM shipments WHERE id = %s", shipment)
+    # (A numeric 0 and 0.000 would compare equal as Decimals.)
+    assert exact({1: {**inserted, "revision": None}}) == exact({1: {**touched, "revision": None}})
+    assert (inserted["revision"], touched["revision"]) == (1, 2)
+    assert inserted["produce"] == ["Banana", "mango"] and inserted["search_text"].startswith("SHIP-")
+    assert "FRUTAS DEL SUR" in inserted["search_text"] and "MSKU1234565" in inserted["search_text"]
+    assert exact({1: kept(conn, shipment)}) == exact({1: from_scratch(conn)[shipment]})
