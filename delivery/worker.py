@@ -21,10 +21,10 @@ from concurrent.futures import ThreadPoolExecutor
 import psycopg2
 
 from api.ids import PREFIXES, format_id
-from delivery import mailer, recording, retry
+from delivery import housekeeping, recording
 from delivery.attempts import send_delivery, utcnow
 from delivery.outbox import RENDER_BATCH, render_pending
-from models import db, events, webhook_deliveries, webhooks
+from models import db, webhook_deliveries
 
 log = logging.getLogger("delivery")
 
@@ -239,50 +239,12 @@ class Dispatcher:
         return readable
 
     def housekeeping(self):
-        """Retention (30 days of attempts and finished events) and e-mails about failing and disabled endpoints."""
-        before = self.clock() - retry.RETENTION
-        with self.conn:
-            attempts = webhook_deliveries.delete_old_attempts(self.conn, before)
-            old = events.delete_old_events(self.conn, before)
-        if attempts or old:
-            log.info("retention deleted attempts=%s events=%s", attempts, old)
-        self.notify_disabled()
+        """Retention and e-mails about failing and disabled endpoints (delivery/housekeeping.py)."""
+        housekeeping.keep_tidy(self.conn, self.settings, self.clock)
 
     def notify_disabled(self):
-        """E-mail the admins and owners about endpoints failing for 24 hours and endpoints the 3-day rule disabled."""
-        now = self.clock()
-        self._email("failing", "endpoint failing for 24 hours",
-                    lambda: webhook_deliveries.claim_unwarned(self.conn, now, retry.WARN_AFTER,
-                                                              retry.FAILURE_RUN_GAP),
-                    lambda endpoint, recipients: mailer.failing_message(
-                        endpoint, retry.disables_at(endpoint["failing_since"]), recipients, self.settings.smtp_from),
-                    webhook_deliveries.mark_warned)
-        self._email("disabled", "endpoint disabled", lambda: webhook_deliveries.claim_unnotified(self.conn),
-                    lambda endpoint, recipients: mailer.disabled_message(endpoint, recipients,
-                                                                         self.settings.smtp_from),
-                    webhook_deliveries.mark_notified)
-
-    def _email(self, kind, what, claim, message, mark):
-        """Send one e-mail per claimed endpoint and mark it; without SMTP, log and leave it for later."""
-        if not self.settings.smtp_host:
-            with self.conn:
-                for endpoint in claim():
-                    log.warning("%s but SHIPTRACK_SMTP_HOST is not set; admins not e-mailed endpoint_id=%s",
-                                what, format_id(PREFIXES["webhook_endpoint"], endpoint["id"]))
-            return
-        with self.conn:
-            for endpoint in claim():
-                recipients = webhooks.admin_emails(self.conn, endpoint["organization_id"])
-                if recipients:
-                    try:
-                        mailer.send(self.settings.smtp_host, self.settings.smtp_port, message(endpoint, recipients))
-                    except OSError as error:  # smtplib errors are OSErrors; try again next pass
-                        log.error("%s-endpoint e-mail failed endpoint_id=%s error=%r",
-                                  kind, format_id(PREFIXES["webhook_endpoint"], endpoint["id"]), error)
-                        continue
-                mark(self.conn, endpoint["id"], self.clock())
-                log.info("admins e-mailed (%s) endpoint_id=%s recipients=%s",
-                         what, format_id(PREFIXES["webhook_endpoint"], endpoint["id"]), len(recipients))
+        """E-mails about failing and disabled endpoints only (the end of a pass)."""
+        housekeeping.notify_endpoint_admins(self.conn, self.settings, self.clock)
 
     def step(self, claiming=True):
         """One turn of the loop; returns how much work it did."""
