@@ -4,13 +4,15 @@
     .venv/bin/python bench/seed_profile.py --shipments 20000 --code /tmp/seed_before   # another checkout's demo/
     .venv/bin/python bench/seed_profile.py --shipments 20000 --no-secondary-indexes    # index upkeep, by difference
     .venv/bin/python bench/seed_profile.py --shipments 20000 --lean    # every shipment lean, as most of a million
+    .venv/bin/python bench/seed_profile.py --shipments 20000 --lean --no-foreign-keys  # their checks, by difference
 
 Recreates a scratch database (default shiptrack_seed_profile) on $DATABASE_URL's server, applies
 that checkout's schema, and seeds acme in one process (--workers 1, pinned --now) so every
 statement is timed where it runs. The database has track_functions = 'all': PostgreSQL's own
 per-function timings (pg_stat_user_functions) split the statements' time between the trigger
 functions. With --no-secondary-indexes every index but primary keys and unique constraints is
-dropped first; the difference in COPY time against a normal run is the index upkeep.
+dropped first; the difference in COPY time against a normal run is the index upkeep. With
+--no-foreign-keys every foreign key of the seeded tables is dropped first (their checks, by difference).
 """
 import argparse
 import os
@@ -31,6 +33,11 @@ SECONDARY_INDEXES = """SELECT i.indexrelid::regclass::text AS name FROM pg_index
   JOIN pg_class t ON t.oid = i.indrelid
  WHERE t.relname = ANY (%(tables)s) AND NOT i.indisprimary AND NOT i.indisunique
    AND t.relnamespace = current_schema()::regnamespace"""
+# The foreign keys of the seeded tables (both ways: those they hold and those pointing at them).
+FOREIGN_KEYS = """SELECT c.conrelid::regclass::text AS table_name, quote_ident(c.conname) AS name FROM pg_constraint c
+  JOIN pg_class t ON t.oid = c.conrelid
+ WHERE c.contype = 'f' AND t.relnamespace = current_schema()::regnamespace
+   AND (t.relname = ANY (%(tables)s) OR c.confrelid::regclass::text = ANY (%(tables)s))"""
 # PostgreSQL's timing of every PL/pgSQL and SQL function the seed ran (ms, including and excluding callees).
 FUNCTION_TIMES = """SELECT funcname, calls, total_time, self_time FROM pg_stat_user_functions
  ORDER BY self_time DESC"""
@@ -42,6 +49,7 @@ def main():
     parser.add_argument("--code", default=str(ROOT), help="checkout whose schema.sql, demo/ and models/ run")
     parser.add_argument("--database", default="shiptrack_seed_profile")
     parser.add_argument("--no-secondary-indexes", action="store_true")
+    parser.add_argument("--no-foreign-keys", action="store_true")
     parser.add_argument("--lean", action="store_true",
                         help="every shipment as lean as those past the 5,000th (what a million mostly is)")
     args = parser.parse_args()
@@ -64,6 +72,10 @@ def main():
             cur.execute(SECONDARY_INDEXES, {"tables": [t.name for t in bulk.TABLES]})
             for row in cur.fetchall():
                 cur.execute(f"DROP INDEX {row['name']}")
+        if args.no_foreign_keys:
+            cur.execute(FOREIGN_KEYS, {"tables": [t.name for t in bulk.TABLES]})
+            for row in cur.fetchall():
+                cur.execute(f"ALTER TABLE {row['table_name']} DROP CONSTRAINT {row['name']}")
     conn.commit()
     conn.close()
 
@@ -144,7 +156,8 @@ def _function_times(url):
 def _report(args, total, cpu, timings, functions, load):
     database = sum(timings.values())
     print(f"{args.shipments} shipments, code {args.code}"
-          + (", no secondary indexes" if args.no_secondary_indexes else "") + (", all lean" if args.lean else "")
+          + (", no secondary indexes" if args.no_secondary_indexes else "")
+          + (", no foreign keys" if args.no_foreign_keys else "") + (", all lean" if args.lean else "")
           + f"; load average at start {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
     print(f"total {total:7.1f} s; CPU time: Python {cpu[0]:.1f} s, its PostgreSQL server process {cpu[1]:.1f} s")
     print(f"  Python (generation, formatting, files) {total - database:7.1f} s")
