@@ -54,11 +54,18 @@ def test_redirect_is_a_failure_and_not_followed(receiver, ca_bundle):
     assert len(receiver.requests) == 1
 
 
+def answered_after(error, limit):
+    """The seconds a too-late answer took, as its error names them (10.5 s, or more on a loaded machine)."""
+    found = re.fullmatch(rf"answered after (\d+\.\d) s; a reply must come within {limit} s", error)
+    assert found is not None, error
+    return float(found.group(1))
+
+
 @pytest.mark.slow
 def test_answer_after_the_answer_deadline_fails(receiver, ca_bundle):
     outcome = _send(receiver.url("/sleep/1.5"), ca_bundle, answer_seconds=1, total_seconds=3)
     assert not outcome.succeeded and outcome.status_code == 200
-    assert outcome.error.startswith("answered after 1.5 s; a reply must come within 1 s")
+    assert 1.5 <= answered_after(outcome.error, 1) < 3, outcome.error
 
 
 @pytest.mark.slow
@@ -120,9 +127,7 @@ def test_real_ten_second_rule(receiver, ca_bundle):
     """The spec's own constants: a 2xx after 10.5 s is a failure, measured for real (takes 10.5 s)."""
     outcome = _send(receiver.url("/sleep/10.5"), ca_bundle)
     assert not outcome.succeeded and outcome.status_code == 200
-    # The time named is the one measured: 10.5 s, or a little more on a loaded machine.
-    answered = re.fullmatch(r"answered after (\d+\.\d) s; a reply must come within 10 s", outcome.error)
-    assert answered is not None and 10.5 <= float(answered.group(1)) < 12, outcome.error
+    assert 10.5 <= answered_after(outcome.error, 10) < 12, outcome.error
     assert 10400 < outcome.duration_ms < 12000
 
 
