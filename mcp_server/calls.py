@@ -3,6 +3,8 @@ import contextvars
 import json
 from dataclasses import dataclass, field
 
+from werkzeug.test import EnvironBuilder, run_wsgi_app
+
 from api.guard import COUNTED_BY
 
 # The API client of the MCP request being served: set by the /mcp view per request, by `flask mcp` once.
@@ -39,9 +41,11 @@ class Answer:
 class ApiCaller:
     """GET requests to the API for one MCP client: its Authorization and Service-Version, its address.
 
-    Each request is a full request of the application (`app.test_client()`): the guard authenticates
-    and counts it, the view answers it, errors come in the API's words. It runs in a fresh context, so
-    it has its own application context, `g` and database connection even inside the /mcp request.
+    Each request is a full request of the application: its WSGI callable, given an environ made by
+    werkzeug's EnvironBuilder (as the test client makes it, without the client's cookie jar and
+    redirects). The guard authenticates and counts it, the view answers it, errors come in the API's
+    words. It runs in a fresh context, so it has its own application context, `g` and database
+    connection even inside the /mcp request.
     `counted` is the authentication and count of the /mcp POST the first GET answers (api.guard
     COUNTED_BY): a tool call is one request of the limit and one token check, as the GET alone is.
     `before_request` runs before each (the /mcp view gives its connection back there).
@@ -62,18 +66,27 @@ class ApiCaller:
         environ = {"REMOTE_ADDR": self.remote_addr}
         if self.counted is not None:
             environ[COUNTED_BY], self.counted = self.counted, None
-        response = contextvars.Context().run(self._get, path, query, environ)
+        status, data = contextvars.Context().run(self._get, path, query, environ)
         self.made.append(path)
-        text = response.get_data(as_text=True)
+        text = data.decode()
         try:
             body = json.loads(text) if text else {}
         except ValueError:
             body = {}
-        return Answer(response.status_code, text, body)
+        return Answer(status, text, body)
 
     def _get(self, path, query, environ):
-        with self.app.test_client() as client:
-            return client.get(path, query_string=query, headers=self.headers, environ_base=environ)
+        """(status code, body bytes) of the GET, run through the whole WSGI application."""
+        request = EnvironBuilder(path=path, query_string=query, headers=self.headers, environ_base=environ)
+        try:
+            chunks, status, _headers = run_wsgi_app(self.app.wsgi_app, request.get_environ(), buffered=True)
+        finally:
+            request.close()
+        try:
+            return int(status.split(None, 1)[0]), b"".join(chunks)
+        finally:
+            if hasattr(chunks, "close"):
+                chunks.close()
 
 
 def _query_value(value):
