@@ -121,11 +121,20 @@ class Prepared:
         """Run the statement on `cur` with `params`, preparing it first on a connection that has not."""
         conn = cur.connection
         if self.name not in conn.prepared:
-            # A statement of its own: a PREPARE sent with the EXECUTE would outlive a failed EXECUTE. Not
-            # counted as a statement of the request (CountingCursor): a connection pays it once in its life.
-            psycopg2.extensions.cursor.execute(cur, self.prepare_sql)
+            # A statement of its own: a PREPARE sent with the EXECUTE would outlive a failed EXECUTE.
+            # A connection pays it once in its life, so it is not one of the request's statements.
+            execute_uncounted(cur, self.prepare_sql)
             conn.prepared = conn.prepared | {self.name}
         cur.execute(self.execute_sql, params)
+
+
+def execute_uncounted(cur, query, params=None):
+    """Run a statement that is not part of the request's own work (CountingCursor does not count it).
+
+    For what a request does once per connection or by chance (PREPARE, the rate-limit table's pruning on a
+    random few requests), so that the statements counted per request are exactly its work, every time.
+    """
+    return psycopg2.extensions.cursor.execute(cur, query, params)
 
 
 # Sessions read timestamps in UTC. Fuzzy name search (`<%`) accepts a word similarity of 0.5

@@ -5,12 +5,6 @@ from models import rate_limits
 from tests.support.factories import auth, insert, make_container, make_label, make_org, make_shipment, make_token
 
 
-@pytest.fixture(autouse=True)
-def no_random_pruning(monkeypatch):
-    # The rate-limit table is pruned on a random 0.5% of requests; keep the count deterministic.
-    monkeypatch.setattr(rate_limits.random, "random", lambda: 1.0)
-
-
 def full_shipment(conn, labels):
     shipment = make_shipment(conn, 1, draft_produce=["Kiwi"])
     for _ in range(2):
@@ -68,3 +62,20 @@ def test_get_shipment_costs_a_constant_handful(conn, app, client):
     assert count == 6                       # as a list page of misses (above)
     count, body_again = statements(app, client, token, f"/shipments/shp_{shipment}")
     assert (count, body_again) == (2, body)
+
+
+def test_pruning_the_rate_limit_table_is_not_a_statement_of_the_request(conn, app, client, monkeypatch):
+    # The table is pruned on a random 0.5% of requests: housekeeping, so every request counts the same.
+    token = make_token(conn, make_org(conn, "acme"))
+    with conn.cursor() as cur:
+        cur.execute("INSERT INTO rate_limit_counters (bucket, window_start, hits) "
+                    "VALUES ('token:old', now() - interval '1 day', 3)")
+    client.get("/organization", headers=auth(token))       # the version pin is a one-off statement
+    monkeypatch.setattr(rate_limits.random, "random", lambda: 1.0)   # never pruned
+    never, _body = statements(app, client, token, "/organization")
+    monkeypatch.setattr(rate_limits.random, "random", lambda: 0.0)   # pruned on this request
+    pruned, _body = statements(app, client, token, "/organization")
+    assert never == pruned == 1
+    with conn.cursor() as cur:
+        cur.execute("SELECT count(*) FROM rate_limit_counters WHERE bucket = 'token:old'")
+        assert cur.fetchone()["count"] == 0
