@@ -211,9 +211,12 @@ class Sender:
     def send(self, url, secret, message_id, body, timestamp):
         """POST `body` signed for this attempt's `timestamp`; never raises for the receiver's faults."""
         started = time.monotonic()
-        lookup = self._lookups.submit(self.check, url)
         try:
-            target = lookup.result(timeout=self.total_seconds)
+            if self.resolver is None and ssrf.names_an_address(url):
+                target = self.check(url)
+            else:
+                lookup = self._lookups.submit(self.check, url)
+                target = lookup.result(timeout=self.total_seconds)
         except concurrent.futures.TimeoutError:
             lookup.cancel()
             return Outcome(False, None, f"timed out after {self.total_seconds:g} s resolving the host name",

@@ -167,6 +167,15 @@ def _article(word):
     return "an" if word and word[0] in "aeiou" else "a"
 
 
+def names_an_address(url):
+    """True when the URL's host is an IP literal (checking it needs no DNS lookup)."""
+    try:
+        host = (urlsplit(url).hostname or "")
+    except ValueError:
+        return False
+    return _is_ip(host)
+
+
 def _is_ip(host):
     try:
         ipaddress.ip_address(host)

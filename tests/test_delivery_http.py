@@ -22,6 +22,23 @@ def _send(url, ca_bundle, **deadlines):
         sender.close()
 
 
+def test_an_address_in_the_url_is_checked_without_a_lookup(receiver, ca_bundle):
+    """An IP literal needs no DNS: the sending thread checks it, nothing is handed to the lookup pool."""
+    settings = delivery_settings(WEBHOOK_ALLOWED_NETWORKS=["127.0.0.1/32"], WEBHOOK_CA_BUNDLE=ca_bundle)
+    sender = settings.make_sender()
+    sender._lookups.shutdown()  # a lookup handed over now would raise
+    try:
+        sent = send_delivery(sender, claimed_delivery(receiver.url("/ok", host="127.0.0.1"),
+                                                      signing.new_secret(), 7, BODY)).outcome
+        refused = send_delivery(sender, claimed_delivery("https://10.0.0.1/hook", signing.new_secret(), 8,
+                                                         BODY)).outcome
+    finally:
+        sender.close()
+    assert (sent.succeeded, sent.status_code, sent.address) == (True, 200, "127.0.0.1")
+    assert (refused.succeeded, refused.address) == (False, None)
+    assert refused.error.startswith("refused: 10.0.0.1, a private address: webhooks go only to public addresses")
+
+
 def test_exact_headers(receiver, ca_bundle):
     outcome = _send(receiver.url("/ok"), ca_bundle)
     assert outcome.succeeded and outcome.status_code == 200 and outcome.error is None
