@@ -79,14 +79,11 @@ class ApiCaller:
         """(status code, body bytes) of the GET, run through the whole WSGI application."""
         request = EnvironBuilder(path=path, query_string=query, headers=self.headers, environ_base=environ)
         try:
+            # Buffered: the application's iterable is read whole and closed before this returns.
             chunks, status, _headers = run_wsgi_app(self.app.wsgi_app, request.get_environ(), buffered=True)
         finally:
             request.close()
-        try:
-            return int(status.split(None, 1)[0]), b"".join(chunks)
-        finally:
-            if hasattr(chunks, "close"):
-                chunks.close()
+        return int(status.split(None, 1)[0]), b"".join(chunks)
 
 
 def _query_value(value):

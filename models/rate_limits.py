@@ -32,8 +32,8 @@ hits AS (
 SELECT h.bucket, b.policy, h.hits, h.window_start, h.resets_in, p.*
   FROM hits h JOIN buckets b ON b.bucket = h.bucket LEFT JOIN principal p ON true
 """)
-_PRINCIPAL_COLUMNS = ("token_id", "token_name", "scopes", "expires_at", "user_email", "organization_id",
-                      "organization_name", "slug", "api_version")
+# The count's own columns of each row (SELECT above); the rest are the principal's (tokens.AUTHENTICATE_SQL).
+_COUNT_COLUMNS = frozenset({"bucket", "policy", "hits", "window_start", "resets_in"})
 
 # uncount_request: take back the hit of a request answered 304, in the window it was counted in.
 _UNHIT_SQL = """
@@ -62,7 +62,7 @@ def authenticate_and_count(conn, fingerprint, address, window_seconds):
             db.execute_uncounted(cur, _PRUNE_SQL, {"window": window_seconds})
     principal = None
     if rows[0]["token_id"] is not None:
-        principal = {column: rows[0][column] for column in _PRINCIPAL_COLUMNS}
+        principal = {column: value for column, value in rows[0].items() if column not in _COUNT_COLUMNS}
     policies = {row["bucket"]: row["policy"] for row in rows}
     counts = {row["bucket"]: (row["hits"], max(1, row["resets_in"]), row["window_start"]) for row in rows}
     return principal, policies, counts

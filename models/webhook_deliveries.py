@@ -12,7 +12,7 @@ class ClaimedDelivery:
     reason: str
     attempt: int             # the number of the attempt about to be made, from 1
     max_attempts: int
-    lease_token: str         # finish_deliveries writes the outcome only while the row still holds it
+    lease_token: str         # finish writes the outcome only while the row still holds it
     attempt_id: int          # its webhook_attempts row, written in_flight with the claim
     url: str
     secret: str
