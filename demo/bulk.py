@@ -121,47 +121,56 @@ def reserve_ids(conn, counts):
     return bases
 
 
-# The child tables' touch triggers wait (schema.sql touch_parent_shipments): this transaction
-# touches the batch's shipments itself once they have all their rows.
+# The migration from which the keys to shipments are deferrable (schema.sql, before shipment_renderings).
+# On a schema before it (the upgrade tests seed at migrations 1 and 5) the batch loads parents first
+# and each child table's insert touches its shipments, so the derived columns are still right.
+DEFERRABLE_KEYS_MIGRATION = 11
+# The keys to shipments are checked at commit, so each shipment is written after its other rows:
+# its insert (shipments_before_write) then computes the derived columns once, from all of them.
+DEFER_SHIPMENT_KEYS = "SET CONSTRAINTS ALL DEFERRED"
+# The child tables' touch triggers (schema.sql touch_parent_shipments) have nothing to do meanwhile:
+# the shipments they would touch are not written yet.
 DEFER_TOUCH = "SET LOCAL shiptrack.defer_touch = 'on'"
 # What the batch writes is history, not news: check runs and alerts write no webhook events.
 HISTORY = "SET LOCAL shiptrack.history = 'on'"
 # A batch's commit need not wait for the WAL flush: a server crash that loses the last batches
 # leaves a half-loaded demo, as a crash during the seed does anyway (`demo seed --reset` again).
 NO_FLUSH_WAIT = "SET LOCAL synchronous_commit = off"
-# Once the rows are in: whatever the caller writes next in this transaction touches as usual.
+# Once the rows are in: the deferred keys are checked now (an error is the load's, not a later
+# statement's), and whatever the caller writes next in this transaction touches as usual.
+CHECK_SHIPMENT_KEYS = "SET CONSTRAINTS ALL IMMEDIATE"
 END_DEFERRAL = "SET LOCAL shiptrack.defer_touch = 'off'"
-# The one re-save of each shipment of the batch: shipments_before_write recomputes its derived
-# columns from all its rows (NULL change_xid is a touch; same transaction, so revision stays 1).
-TOUCH_SHIPMENTS = "UPDATE shipments SET change_xid = NULL WHERE id BETWEEN %(first)s AND %(last)s"
-# The migration from which the touch triggers defer; a database before it (the upgrade tests seed
-# one at migration 1) touched as it loaded and has nothing left to touch.
-DEFERRED_TOUCH_MIGRATION = 7
+# Shipments after every row their insert reads, and ETA revisions last: they replace the ones that
+# insert writes (the seed's after_table hook deletes those).
+SHIPMENTS_LAST = ([t for t in TABLES if t.name not in ("shipments", "eta_revisions")]
+                  + [TABLES_BY_NAME["shipments"], TABLES_BY_NAME["eta_revisions"]])
 
 
 def load(conn, batch, after_table=None):
-    """Reserve ids for every table of the batch, COPY its rows and touch its shipments once; returns first ids.
+    """Reserve ids for every table of the batch and COPY its rows, shipments after their other rows;
+    returns first ids.
 
     `after_table(name, bases)` runs right after a table is loaded (the seed uses it to replace
     the ETA revisions the shipments trigger wrote with the planned histories).
     """
+    deferrable = DEFERRABLE_KEYS_MIGRATION in migrations.applied_versions(conn)
     bases = reserve_ids(conn, {t.name: batch.count(t.name) for t in TABLES if t.own_id and batch.count(t.name)})
     with conn.cursor() as cur:
-        cur.execute(DEFER_TOUCH)
         cur.execute(HISTORY)
         cur.execute(NO_FLUSH_WAIT)
-    for spec in TABLES:
+        if deferrable:
+            cur.execute(DEFER_SHIPMENT_KEYS)
+            cur.execute(DEFER_TOUCH)
+    for spec in SHIPMENTS_LAST if deferrable else TABLES:
         rows = batch.rows[spec.name]
         if rows:
             _copy(conn, spec, rows, bases)
         if after_table:
             after_table(spec.name, bases)
-    defers = DEFERRED_TOUCH_MIGRATION in migrations.applied_versions(conn)
-    with conn.cursor() as cur:
-        cur.execute(END_DEFERRAL)
-        if defers and batch.count("shipments"):
-            first = bases["shipments"]
-            cur.execute(TOUCH_SHIPMENTS, {"first": first, "last": first + batch.count("shipments") - 1})
+    if deferrable:
+        with conn.cursor() as cur:
+            cur.execute(CHECK_SHIPMENT_KEYS)
+            cur.execute(END_DEFERRAL)
     return bases
 
 

@@ -1,4 +1,6 @@
-"""The seed's bulk path (touch triggers deferred, one touch per batch) stores what the triggers would."""
+"""The seed's bulk path (keys to shipments deferred, each shipment written after its other rows) stores
+what the triggers would."""
+import psycopg2
 import pytest
 
 from models import db
@@ -93,3 +95,26 @@ def test_history_writes_no_events_and_other_writers_do(seeded):
                     "VALUES (%(org)s, %(id)s, now(), now())", shipment)
         cur.execute("SELECT type, shipment_id FROM events WHERE type <> 'shipment.eta_changed'")
         assert cur.fetchall() == [{"type": "shipment.checks_completed", "shipment_id": shipment["id"]}]
+
+
+def test_keys_to_shipments_are_deferrable_and_checked_at_once_unless_deferred(seeded):
+    """Every key to shipments may be deferred (the seed does), yet any other writer has it checked at
+    its statement, and a deferred one still at commit."""
+    with seeded.cursor() as cur:
+        cur.execute("SELECT conrelid::regclass::text AS child, condeferrable, condeferred FROM pg_constraint "
+                    "WHERE contype = 'f' AND confrelid = 'shipments'::regclass ORDER BY 1")
+        keys = cur.fetchall()
+        assert len(keys) == 15
+        assert [k["child"] for k in keys if not k["condeferrable"] or k["condeferred"]] == []
+        cur.execute("SELECT id, organization_id AS org FROM shipments ORDER BY id LIMIT 1")
+        shipment = cur.fetchone()
+        orphan = "INSERT INTO containers (organization_id, shipment_id) VALUES (%(org)s, %(id)s + 1000000)"
+        with pytest.raises(psycopg2.errors.ForeignKeyViolation):
+            cur.execute(orphan, shipment)
+    seeded.rollback()
+    with seeded.cursor() as cur:
+        cur.execute("SET CONSTRAINTS ALL DEFERRED")
+        cur.execute(orphan, shipment)
+        with pytest.raises(psycopg2.errors.ForeignKeyViolation):
+            cur.execute("SET CONSTRAINTS ALL IMMEDIATE")
+    seeded.rollback()
