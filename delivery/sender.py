@@ -1,20 +1,10 @@
 """HTTPS POST of one signed webhook to the checked address, with the spec's deadlines, on `requests`.
 
-The TCP connection goes to the address the SSRF guard checked; TLS is verified
-against the URL's host name (SNI and certificate), so no second DNS lookup can
-redirect the request.  requests/urllib3 keep connections alive per (address, host).
-
-How that is done with requests (2.32+, urllib3 2.x):
-
-- the request goes to `https://<checked address>:<port><path>` with a `Host`
-  header of the real host; `_PinnedAdapter.build_connection_pool_key_attributes`
-  adds `server_hostname` and `assert_hostname` (the real host) to the pool key,
-  so urllib3 sends SNI for, and checks the certificate against, the host name;
-- requests' timeouts bound each socket operation, not the attempt, so
-  `_DeadlineConnection` (the pools' connection class) hands its socket to the
-  WATCHDOG at the attempt's deadline, which travels in a threading.local;
-- the DNS lookup of the SSRF guard runs on a small thread pool, so that it too ends at the
-  deadline (getaddrinfo cannot be interrupted: a stuck lookup keeps its thread, not the worker).
+The TCP connection goes to the address the SSRF guard checked; TLS is verified against the URL's
+host name (SNI and certificate), so no second DNS lookup can redirect the request
+(delivery/transport.py: the pinned adapter, the deadline on every socket, kept-alive pools). The DNS
+lookup of the SSRF guard runs on a small thread pool, so that it too ends at the deadline
+(getaddrinfo cannot be interrupted: a stuck lookup keeps its thread, not the worker).
 
 The whole exchange is inside the 15 s: lookup, connect, TLS, request, status line, headers and the
 reply's first 2 KB (or all of it, when shorter).  A reply not complete at the deadline is a failure,
@@ -22,35 +12,27 @@ whatever status line came first.
 """
 import concurrent.futures
 import http.client
-import http.cookiejar
 import socket
 import ssl
-import threading
 import time
 from dataclasses import dataclass
 
 import certifi
 import requests
 import urllib3
-from requests.adapters import HTTPAdapter
 from urllib3.util import SKIP_HEADER
 
-from delivery import signing, ssrf
-from delivery.watchdog import WATCHDOG
+from delivery import signing, ssrf, transport
 
 ANSWER_SECONDS = 10.0   # a 2xx status must arrive within this
 TOTAL_SECONDS = 15.0    # the sender stops waiting after this, in all
 KEEP_BYTES = 2048       # only the first 2 KB of a reply is read and kept
-IDLE_SECONDS = 20.0     # an idle kept-alive connection older than this is not reused
-POOL_HOSTS = 1024       # (address, host) pools kept; the least recently used beyond this is closed
 # Socket timeouts are only a backstop behind the watchdog once the socket is watched,
 # so that the deadline is reported as such, not as a socket timeout that raced it.
 BACKSTOP_SECONDS = 1.0
 
 # Errors of a kept-alive connection the receiver had closed: the request is tried again on a fresh one.
 _STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
-
-_local = threading.local()
 
 
 @dataclass
@@ -65,129 +47,6 @@ class Outcome:
     duration_ms: int
 
 
-class _Attempt:
-    """One try of one request in this thread: its target, deadline and watched sockets."""
-
-    def __init__(self, target, deadline):
-        self.target, self.deadline = target, deadline
-        self.watches = []
-        self.fired = False
-        self.reused = False
-
-    def watch(self, sock):
-        if sock is not None and not any(w.sock is sock and w.active for w in self.watches):
-            self.watches.append(WATCHDOG.watch(sock, self.deadline))
-
-    def release(self, sock):
-        """Stop watching `sock` (its connection goes back to the pool); True when the deadline had cut it."""
-        cut = False
-        for entry in self.watches:
-            if entry.sock is sock and entry.active:
-                cut = WATCHDOG.cancel(entry) or cut
-        self.fired = self.fired or cut
-        return cut
-
-    def finish(self):
-        """Stop watching everything; True when the deadline cut this attempt."""
-        for entry in self.watches:
-            self.fired = WATCHDOG.cancel(entry) or self.fired
-        self.watches.clear()
-        return self.fired
-
-
-def _current():
-    return getattr(_local, "attempt", None)
-
-
-class _DeadlineConnection(urllib3.connection.HTTPSConnection):
-    """A urllib3 HTTPS connection whose socket the watchdog cuts at the attempt's deadline."""
-
-    exchanges = 0   # requests sent since this connection was (re)connected
-
-    def _new_conn(self):
-        sock = super()._new_conn()
-        attempt = _current()
-        if attempt is not None:
-            # The TLS handshake is bounded as a whole by the socket timeout (CPython's
-            # do_handshake keeps one deadline), so it also ends at the attempt's deadline.
-            sock.settimeout(max(0.001, attempt.deadline - time.monotonic()))
-        return sock
-
-    def connect(self):
-        self.exchanges = 0
-        super().connect()
-        attempt = _current()
-        if attempt is not None:
-            attempt.watch(self.sock)
-
-    def request(self, *args, **kwargs):
-        attempt = _current()
-        if attempt is not None:
-            attempt.reused = self.exchanges > 0
-            attempt.watch(self.sock)
-        self.exchanges += 1
-        return super().request(*args, **kwargs)
-
-
-class _DeadlinePool(urllib3.HTTPSConnectionPool):
-    """urllib3's HTTPS pool with `_DeadlineConnection`s, not reusing connections idle for IDLE_SECONDS."""
-
-    ConnectionCls = _DeadlineConnection
-
-    def _get_conn(self, timeout=None):
-        conn = super()._get_conn(timeout)
-        idle_since = getattr(conn, "idle_since", None)
-        if idle_since is not None and time.monotonic() - idle_since >= IDLE_SECONDS:
-            conn.close()  # reconnected before use
-        return conn
-
-    def _put_conn(self, conn):
-        attempt = _current()
-        if conn is not None:
-            # Unwatch before the connection can go to another thread; one the deadline cut is not kept.
-            if attempt is not None and attempt.release(conn.sock):
-                conn.close()
-            conn.idle_since = time.monotonic()
-        super()._put_conn(conn)
-
-
-class _PinnedAdapter(HTTPAdapter):
-    """Sends to the checked address only, with SNI and certificate checks against the real host name."""
-
-    def init_poolmanager(self, *args, **kwargs):
-        super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = {**self.poolmanager.pool_classes_by_scheme,
-                                                   "https": _DeadlinePool}
-
-    def build_connection_pool_key_attributes(self, request, verify, cert=None):
-        host_params, pool_kwargs = super().build_connection_pool_key_attributes(request, verify, cert)
-        attempt = _current()
-        if (attempt is None or host_params["scheme"] != "https"
-                or host_params["host"] != attempt.target.address):
-            raise requests.exceptions.InvalidURL(f"{request.url} is not the checked address of this attempt")
-        pool_kwargs["server_hostname"] = attempt.target.host
-        pool_kwargs["assert_hostname"] = attempt.target.host
-        return host_params, pool_kwargs
-
-
-class _Session(requests.Session):
-    """A requests Session with nothing of its own: no default headers, cookies, environment or redirects."""
-
-    def __init__(self, verify, pool_size):
-        super().__init__()
-        self.headers.clear()
-        self.trust_env = False  # no proxies, netrc credentials or CA bundle from the environment
-        self.verify = verify
-        self.cookies.set_policy(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
-        self.adapters.clear()
-        self.mount("https://", _PinnedAdapter(pool_connections=POOL_HOSTS, pool_maxsize=pool_size))
-
-    def get_redirect_target(self, resp):
-        # Even with allow_redirects=False, requests reads a redirect's whole body to
-        # prepare `response.next`; never following means never looking for a target.
-        return None
-
-
 class Sender:
     """Sends webhook requests; thread-safe, one per process."""
 
@@ -196,7 +55,7 @@ class Sender:
         verify = ca_bundle or certifi.where()
         ssl.create_default_context(cafile=verify)  # a bad CA bundle setting fails here, not on every attempt
         # Idle connections kept per (address, host): never more are in flight than there are workers.
-        self.session = _Session(verify, workers)
+        self.session = transport.Session(verify, workers)
         self.adapter = self.session.get_adapter("https://")
         self.allowed = ssrf.allowed_networks(allowed_networks)
         self.service_domain = service_domain
@@ -235,8 +94,7 @@ class Sender:
 
     def _exchange(self, target, headers, body, started, may_retry):
         deadline = started + self.total_seconds
-        attempt = _local.attempt = _Attempt(target, deadline)
-        try:
+        with transport.attempting(target, deadline) as attempt:
             remaining = max(0.001, deadline - time.monotonic())
             try:
                 response = self.session.post(
@@ -268,8 +126,6 @@ class Sender:
                                + (f": {type(cut).__name__}: {cut}" if cut is not None else ""),
                                _text(kept), target.address, _ms(started))
             return self._judge(response, answered, kept, target, started)
-        finally:
-            _local.attempt = None
 
     def _judge(self, response, answered, kept, target, started):
         status = response.status_code

@@ -1,0 +1,161 @@
+"""How a webhook request reaches the checked address and no other, and ends at its deadline (requests 2.32+, urllib3 2.x).
+
+- The request goes to `https://<checked address>:<port><path>` with a `Host` header of the real
+  host; `_PinnedAdapter.build_connection_pool_key_attributes` adds `server_hostname` and
+  `assert_hostname` (the real host) to the pool key, so urllib3 sends SNI for, and checks the
+  certificate against, the host name, and no second DNS lookup can redirect the request.
+- requests' timeouts bound each socket operation, not the attempt, so `_DeadlineConnection` (the
+  pools' connection class) hands its socket to the WATCHDOG at the attempt's deadline, which
+  travels in a threading.local (`attempting()`).
+- Connections are kept alive per (address, host), never reused after IDLE_SECONDS idle.
+"""
+import http.cookiejar
+import threading
+import time
+from contextlib import contextmanager
+
+import requests
+import urllib3
+from requests.adapters import HTTPAdapter
+
+from delivery.watchdog import WATCHDOG
+
+IDLE_SECONDS = 20.0     # an idle kept-alive connection older than this is not reused
+POOL_HOSTS = 1024       # (address, host) pools kept; the least recently used beyond this is closed
+
+_local = threading.local()
+
+
+class Attempt:
+    """One try of one request in this thread: its target, deadline and watched sockets."""
+
+    def __init__(self, target, deadline):
+        self.target, self.deadline = target, deadline
+        self.watches = []
+        self.fired = False
+        self.reused = False
+
+    def watch(self, sock):
+        """Have the watchdog shut `sock` at this attempt's deadline (once per socket)."""
+        if sock is not None and not any(w.sock is sock and w.active for w in self.watches):
+            self.watches.append(WATCHDOG.watch(sock, self.deadline))
+
+    def release(self, sock):
+        """Stop watching `sock` (its connection goes back to the pool); True when the deadline had cut it."""
+        cut = False
+        for entry in self.watches:
+            if entry.sock is sock and entry.active:
+                cut = WATCHDOG.cancel(entry) or cut
+        self.fired = self.fired or cut
+        return cut
+
+    def finish(self):
+        """Stop watching everything; True when the deadline cut this attempt."""
+        for entry in self.watches:
+            self.fired = WATCHDOG.cancel(entry) or self.fired
+        self.watches.clear()
+        return self.fired
+
+
+def _current():
+    return getattr(_local, "attempt", None)
+
+
+@contextmanager
+def attempting(target, deadline):
+    """This thread's Attempt while the block runs: its requests go to `target` only and end at `deadline`."""
+    current = _local.attempt = Attempt(target, deadline)
+    try:
+        yield current
+    finally:
+        _local.attempt = None
+
+
+class _DeadlineConnection(urllib3.connection.HTTPSConnection):
+    """A urllib3 HTTPS connection whose socket the watchdog cuts at the attempt's deadline."""
+
+    exchanges = 0   # requests sent since this connection was (re)connected
+
+    def _new_conn(self):
+        sock = super()._new_conn()
+        attempt = _current()
+        if attempt is not None:
+            # The TLS handshake is bounded as a whole by the socket timeout (CPython's
+            # do_handshake keeps one deadline), so it also ends at the attempt's deadline.
+            sock.settimeout(max(0.001, attempt.deadline - time.monotonic()))
+        return sock
+
+    def connect(self):
+        self.exchanges = 0
+        super().connect()
+        attempt = _current()
+        if attempt is not None:
+            attempt.watch(self.sock)
+
+    def request(self, *args, **kwargs):
+        attempt = _current()
+        if attempt is not None:
+            attempt.reused = self.exchanges > 0
+            attempt.watch(self.sock)
+        self.exchanges += 1
+        return super().request(*args, **kwargs)
+
+
+class _DeadlinePool(urllib3.HTTPSConnectionPool):
+    """urllib3's HTTPS pool with `_DeadlineConnection`s, not reusing connections idle for IDLE_SECONDS."""
+
+    ConnectionCls = _DeadlineConnection
+
+    def _get_conn(self, timeout=None):
+        conn = super()._get_conn(timeout)
+        idle_since = getattr(conn, "idle_since", None)
+        if idle_since is not None and time.monotonic() - idle_since >= IDLE_SECONDS:
+            conn.close()  # reconnected before use
+        return conn
+
+    def _put_conn(self, conn):
+        attempt = _current()
+        if conn is not None:
+            # Unwatch before the connection can go to another thread; one the deadline cut is not kept.
+            if attempt is not None and attempt.release(conn.sock):
+                conn.close()
+            conn.idle_since = time.monotonic()
+        super()._put_conn(conn)
+
+
+class _PinnedAdapter(HTTPAdapter):
+    """Sends to the checked address only, with SNI and certificate checks against the real host name."""
+
+    def init_poolmanager(self, *args, **kwargs):
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {**self.poolmanager.pool_classes_by_scheme,
+                                                   "https": _DeadlinePool}
+
+    def build_connection_pool_key_attributes(self, request, verify, cert=None):
+        host_params, pool_kwargs = super().build_connection_pool_key_attributes(request, verify, cert)
+        attempt = _current()
+        if (attempt is None or host_params["scheme"] != "https"
+                or host_params["host"] != attempt.target.address):
+            raise requests.exceptions.InvalidURL(f"{request.url} is not the checked address of this attempt")
+        pool_kwargs["server_hostname"] = attempt.target.host
+        pool_kwargs["assert_hostname"] = attempt.target.host
+        return host_params, pool_kwargs
+
+
+class Session(requests.Session):
+    """A requests Session with nothing of its own (no default headers, cookies, environment or redirects),
+    sending only to the checked address of this thread's attempt (`attempting`)."""
+
+    def __init__(self, verify, pool_size):
+        super().__init__()
+        self.headers.clear()
+        self.trust_env = False  # no proxies, netrc credentials or CA bundle from the environment
+        self.verify = verify
+        self.cookies.set_policy(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
+        self.adapters.clear()
+        self.mount("https://", _PinnedAdapter(pool_connections=POOL_HOSTS, pool_maxsize=pool_size))
+
+    def get_redirect_target(self, resp):
+        # Even with allow_redirects=False, requests reads a redirect's whole body to
+        # prepare `response.next`; never following means never looking for a target.
+        return None
