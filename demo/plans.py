@@ -35,6 +35,7 @@ class Plan:
         self.labels = None
         self.pallets_per_container = None
         self.lines_per_pallet = None
+        self.local_offsets = None     # whether events carry their place's UTC offset; None: drawn (80 %)
 
     def lifecycle(self):
         """'planned', 'moving', 'arrived' or 'done' as of now."""
@@ -109,7 +110,7 @@ def set_carrier(plan, name=None):
 
 
 def set_ocean_route(plan, created, etd, arrival, containers):
-    """Ports, transshipment and the moments every container shares."""
+    """Ports, transshipment and the moments every container shares (the showcase sets the moments later)."""
     rng = plan.rng
     plan.origin = catalog.PORTS[rng.choice(plan.lane.ports)]
     plan.destination = catalog.PORTS[rng.choice(plan.org.importer.ports)]

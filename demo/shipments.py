@@ -10,7 +10,8 @@ NOTES = ("Cold treatment protocol: 16 days at or below 1.1 °C.", "Customer aske
 def add_shipment(batch, plan):
     """Queue every row describing the plan's shipment; returns its local id."""
     rng, now = plan.rng, plan.org.now
-    plan.local_offsets = rng.random() < 0.8
+    drawn = rng.random() < 0.8   # drawn for every plan, so one the showcase pinned leaves the stream as it was
+    plan.local_offsets = drawn if plan.local_offsets is None else plan.local_offsets
     if plan.mode == "ocean":
         plan.container_numbers = events.container_numbers(plan)
     state, reason, halted = tracking.derive_tracking(plan)

@@ -101,14 +101,13 @@ def plan_showcase(org, index, rng, spec):
     return plan
 
 
-def _day(plan, offset, hour):
-    day = plan.org.now.date() + timedelta(days=offset)
+def _day(today, offset, hour):
+    day = today + timedelta(days=offset)
     return datetime.combine(day, time(hour), tzinfo=timezone.utc)
 
 
-def _elapsed(plan, free_days, basis, days_left):
+def _elapsed(today, free_days, basis, days_left):
     """Days since the clock started such that `days_left` free days remain (the start day is the first)."""
-    today = plan.org.now.date()
     for elapsed in range(0, 400):
         start = today - timedelta(days=elapsed)
         if (last_free_day(start, free_days, basis) - today).days <= days_left:
@@ -123,31 +122,37 @@ def _pin_ocean(plan, spec):
     dem, det, basis = plan.free_days
     transit = plan.lane.transit_days * DAY
     phase, n = spec["phase"], spec.get("containers", 1)
+    # The free-time engine counts days at the port of discharge, in its local time when the events carry
+    # its UTC offset: so the ports come first and the moments are pinned to that port's today (near
+    # midnight it is not UTC's).
+    set_ocean_route(plan, None, None, None, n)
+    plan.local_offsets = True
+    today = (now + timedelta(minutes=plan.destination.offset)).date()
     discharge = gate_out = empty_return = None
     if phase == "planned":
-        etd = _day(plan, 6, 14)
+        etd = _day(today, 6, 14)
         arrival = etd + transit
     elif phase == "sailing":
-        etd, arrival = _day(plan, -9, 16), _day(plan, 14, 6)
+        etd, arrival = _day(today, -9, 16), _day(today, 14, 6)
     elif phase == "arriving":
-        arrival = _day(plan, 2, 5)
+        arrival = _day(today, 2, 5)
         etd = arrival - transit
     elif phase == "arrived":
         arrival, discharge = now - 6 * HOUR, now + 20 * HOUR
     elif phase == "at_terminal":
-        discharge = _day(plan, -_elapsed(plan, dem or 7, basis, spec["days_left"]), 7)
+        discharge = _day(today, -_elapsed(today, dem or 7, basis, spec["days_left"]), 7)
         arrival = discharge - 14 * HOUR
     elif phase == "gated_out":
-        gate_out = _day(plan, -_elapsed(plan, det or 10, basis, spec["detention_left"]), 10)
+        gate_out = _day(today, -_elapsed(today, det or 10, basis, spec["detention_left"]), 10)
         discharge = gate_out - 3 * DAY
         arrival = discharge - 12 * HOUR
     else:  # returned
-        discharge, gate_out, empty_return = _day(plan, -12, 7), _day(plan, -9, 10), _day(plan, -3, 11)
+        discharge, gate_out, empty_return = _day(today, -12, 7), _day(today, -9, 10), _day(today, -3, 11)
         arrival = discharge - 12 * HOUR
     if phase not in ("planned", "sailing", "arriving"):
         etd = arrival - transit
     created = min(now - 2 * DAY, etd - 6 * DAY) - rng.uniform(0, 5) * HOUR
-    set_ocean_route(plan, created, etd, arrival, n)
+    plan.created, plan.etd, plan.arrival = created, etd, arrival
     plan.via = catalog.PORTS[catalog.TRANSSHIPMENT_PORTS[plan.lane.country]] if spec.get("via") else None
     plan.on_carriage = spec.get("on_carriage", False)
     if discharge is None:
@@ -166,7 +171,7 @@ def _pin_other(plan, spec):
     now, phase = plan.org.now, spec["phase"]
     plan_route(plan, now - 3 * DAY)
     if phase == "planned":
-        shift = _day(plan, 3, 9) - plan.etd
+        shift = _day(now.date(), 3, 9) - plan.etd
     elif phase in ("flying", "moving"):
         shift = now - 5 * HOUR - plan.etd
     elif phase == "arrived":

@@ -1,9 +1,10 @@
 """`flask demo seed`: the demo data holds every state, enum value and edge the spec names."""
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
-from models import db
+from models import db, free_time_queries
 from tests.support.databases import DEMO_TOKEN_NAME
 from tests.support import factories
 
@@ -232,3 +233,28 @@ def test_same_data_whatever_the_number_of_workers(app, database_url):
         finally:
             connection.close()
     assert digests[0] == digests[1]
+
+
+@pytest.mark.parametrize("now", ["2026-03-01T23:30", "2026-03-02T00:30"])
+def test_free_time_showcase_holds_when_the_port_s_day_is_not_utc_s(app, database_url, now):
+    """The showcase pins its clocks to today at the port of discharge (UTC+1 for the demo's ports), where
+    the engine counts days: at 23:30 UTC that is already tomorrow, and the days left are still the ones
+    the showcase names (they were one off for an hour every night)."""
+    result = app.test_cli_runner().invoke(args=[
+        "demo", "seed", "--shipments", "60", "--globex-shipments", "10", "--workers", "1", "--now", now])
+    assert result.exit_code == 0, result.output
+    at = datetime.fromisoformat(now).replace(tzinfo=timezone.utc)
+    connection = db.connect(database_url)
+    try:
+        org = scalar(connection, ACME)
+        ocean = values(connection, f"SELECT id FROM shipments WHERE organization_id = {org} "
+                                   "AND transport_type = 'ocean' AND NOT awaiting_approval AND NOT owned_elsewhere")
+        summaries = [free_time_queries.get_free_time(connection, org, shipment_id, now=at) for shipment_id in ocean]
+    finally:
+        connection.close()
+    running = {c["days_left"] for s in summaries for c in s["demurrage"]
+               if c["ended_on"] is None and c["days_left"] is not None}
+    assert {5, 4, 2, 1, 0, -1, -3} <= running
+    detention = {c["days_left"] for s in summaries for c in s["detention"]
+                 if c["ended_on"] is None and c["days_left"] is not None}
+    assert {3, -2} <= detention
