@@ -109,8 +109,8 @@ def set_carrier(plan, name=None):
     plan.free_days = (dem, det, basis)
 
 
-def set_ocean_route(plan, created, etd, arrival, containers):
-    """Ports, transshipment and the moments every container shares (the showcase sets the moments later)."""
+def set_ocean_ports(plan, containers):
+    """Ports, transshipment, on-carriage and the number of containers (the moments are the caller's)."""
     rng = plan.rng
     plan.origin = catalog.PORTS[rng.choice(plan.lane.ports)]
     plan.destination = catalog.PORTS[rng.choice(plan.org.importer.ports)]
@@ -118,7 +118,6 @@ def set_ocean_route(plan, created, etd, arrival, containers):
     if rng.random() < 0.3:
         plan.via = catalog.PORTS[catalog.TRANSSHIPMENT_PORTS[plan.lane.country]]
     plan.on_carriage = rng.random() < 0.5
-    plan.created, plan.etd, plan.arrival = created, etd, arrival
     plan.containers = containers
 
 
@@ -131,7 +130,8 @@ def _ocean(plan, created):
     etd = created + rng.uniform(2, 12) * DAY
     arrival = etd + (plan.lane.transit_days + rng.uniform(-3, 5)) * DAY
     containers = 1 if rng.random() < 0.7 else 2 if rng.random() < 0.75 else rng.choice((3, 4))
-    set_ocean_route(plan, created, etd, arrival, containers)
+    set_ocean_ports(plan, containers)
+    plan.created, plan.etd, plan.arrival = created, etd, arrival
     dem, det, _ = plan.free_days
     dem, det = dem or 7, det or 10
     plan.discharge, plan.gate_out, plan.empty_return = [], [], []

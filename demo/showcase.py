@@ -7,7 +7,7 @@ newest shipments of their organization.
 from datetime import datetime, time, timedelta, timezone
 
 from demo import catalog
-from demo.plans import DAY, HOUR, Plan, choose_parties, plan_route, set_carrier, set_ocean_route
+from demo.plans import DAY, HOUR, Plan, choose_parties, plan_route, set_carrier, set_ocean_ports
 from models.free_time_rules import last_free_day
 
 # Free-time situations and their sources (ocean shipments at the terminal or gated out).
@@ -125,7 +125,7 @@ def _pin_ocean(plan, spec):
     # The free-time engine counts days at the port of discharge, in its local time when the events carry
     # its UTC offset: so the ports come first and the moments are pinned to that port's today (near
     # midnight it is not UTC's).
-    set_ocean_route(plan, None, None, None, n)
+    set_ocean_ports(plan, n)
     plan.local_offsets = True
     today = (now + timedelta(minutes=plan.destination.offset)).date()
     discharge = gate_out = empty_return = None
