@@ -52,11 +52,9 @@ class Sender:
 
     def __init__(self, *, ca_bundle, allowed_networks, service_domain, workers,
                  answer_seconds=ANSWER_SECONDS, total_seconds=TOTAL_SECONDS, resolver=None):
-        verify = ca_bundle or certifi.where()
-        ssl.create_default_context(cafile=verify)  # a bad CA bundle setting fails here, not on every attempt
         # Idle connections kept per (address, host): never more are in flight than there are workers.
-        self.session = transport.Session(verify, workers)
-        self.adapter = self.session.get_adapter("https://")
+        self.client = transport.Client(ca_bundle or certifi.where(), workers)
+        self.adapter = self.client.adapter
         self.allowed = ssrf.allowed_networks(allowed_networks)
         self.service_domain = service_domain
         self.answer_seconds, self.total_seconds = answer_seconds, total_seconds
@@ -97,10 +95,8 @@ class Sender:
         with transport.attempting(target, deadline) as attempt:
             remaining = max(0.001, deadline - time.monotonic())
             try:
-                response = self.session.post(
-                    f"https://{_bracket(target.address)}:{target.port}{target.path}",
-                    data=body, headers=headers, allow_redirects=False, stream=True,
-                    timeout=(remaining, remaining + BACKSTOP_SECONDS))
+                response = self.client.post(f"https://{_bracket(target.address)}:{target.port}{target.path}",
+                                            body, headers, timeout=(remaining, remaining + BACKSTOP_SECONDS))
                 answered = time.monotonic() - started
             except (requests.RequestException, urllib3.exceptions.HTTPError, OSError,
                     http.client.HTTPException) as error:
@@ -155,7 +151,7 @@ class Sender:
 
     def close(self):
         """Close every kept-alive connection."""
-        self.session.close()
+        self.client.close()
         self._lookups.shutdown(wait=False, cancel_futures=True)
 
 

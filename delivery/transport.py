@@ -1,5 +1,11 @@
 """How a webhook request reaches the checked address and no other, and ends at its deadline (requests 2.32+, urllib3 2.x).
 
+- `Client` sends through requests' transport adapter (`HTTPAdapter.send`, its documented interface),
+  not through a `Session`: a Session's per-request work (merging session settings, cookies, the
+  environment, hooks, redirects) is all switched off here, yet cost about a third of the sender's
+  CPU (docs/webhooks.md, "Where a delivery's time goes").
+- The CA bundle is loaded once, into the adapter's SSL context. requests' own `cert_verify` would
+  `stat` the bundle's path twice per request and hand each new connection the path to load again.
 - The request goes to `https://<checked address>:<port><path>` with a `Host` header of the real
   host; `_PinnedAdapter.build_connection_pool_key_attributes` adds `server_hostname` and
   `assert_hostname` (the real host) to the pool key, so urllib3 sends SNI for, and checks the
@@ -9,7 +15,7 @@
   travels in a threading.local (`attempting()`).
 - Connections are kept alive per (address, host), never reused after IDLE_SECONDS idle.
 """
-import http.cookiejar
+import ssl
 import threading
 import time
 from contextlib import contextmanager
@@ -17,6 +23,7 @@ from contextlib import contextmanager
 import requests
 import urllib3
 from requests.adapters import HTTPAdapter
+from urllib3.util.ssl_ import create_urllib3_context
 
 from delivery.watchdog import WATCHDOG
 
@@ -126,10 +133,18 @@ class _DeadlinePool(urllib3.HTTPSConnectionPool):
 class _PinnedAdapter(HTTPAdapter):
     """Sends to the checked address only, with SNI and certificate checks against the real host name."""
 
+    def __init__(self, ssl_context, **kwargs):
+        self.ssl_context = ssl_context
+        super().__init__(**kwargs)
+
     def init_poolmanager(self, *args, **kwargs):
-        super().init_poolmanager(*args, **kwargs)
+        super().init_poolmanager(*args, ssl_context=self.ssl_context, **kwargs)
         self.poolmanager.pool_classes_by_scheme = {**self.poolmanager.pool_classes_by_scheme,
                                                    "https": _DeadlinePool}
+
+    def cert_verify(self, conn, url, verify, cert):
+        # Every pool verifies against self.ssl_context, whose CA bundle was loaded once.
+        conn.cert_reqs = "CERT_REQUIRED"
 
     def build_connection_pool_key_attributes(self, request, verify, cert=None):
         host_params, pool_kwargs = super().build_connection_pool_key_attributes(request, verify, cert)
@@ -142,20 +157,27 @@ class _PinnedAdapter(HTTPAdapter):
         return host_params, pool_kwargs
 
 
-class Session(requests.Session):
-    """A requests Session with nothing of its own (no default headers, cookies, environment or redirects),
-    sending only to the checked address of this thread's attempt (`attempting`)."""
+class Client:
+    """HTTPS requests to the checked address of this thread's attempt (`attempting`), verified against
+    the CA bundle `ca_file`, with up to `pool_size` kept-alive connections per (address, host).
 
-    def __init__(self, verify, pool_size):
-        super().__init__()
-        self.headers.clear()
-        self.trust_env = False  # no proxies, netrc credentials or CA bundle from the environment
-        self.verify = verify
-        self.cookies.set_policy(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
-        self.adapters.clear()
-        self.mount("https://", _PinnedAdapter(pool_connections=POOL_HOSTS, pool_maxsize=pool_size))
+    Nothing of a requests Session: no default headers, cookies, environment settings, hooks or redirects.
+    """
 
-    def get_redirect_target(self, resp):
-        # Even with allow_redirects=False, requests reads a redirect's whole body to
-        # prepare `response.next`; never following means never looking for a target.
-        return None
+    def __init__(self, ca_file, pool_size):
+        context = create_urllib3_context(cert_reqs=ssl.CERT_REQUIRED)
+        context.load_verify_locations(cafile=ca_file)  # a bad CA bundle setting fails here, not per attempt
+        self.adapter = _PinnedAdapter(context, pool_connections=POOL_HOSTS, pool_maxsize=pool_size)
+
+    def post(self, url, body, headers, timeout):
+        """POST `body` (bytes) with exactly `headers` and Content-Length; a streamed requests Response."""
+        request = requests.PreparedRequest()
+        request.prepare_method("POST")
+        request.prepare_url(url, None)
+        request.prepare_headers(headers)
+        request.prepare_body(body, None)
+        return self.adapter.send(request, stream=True, timeout=timeout, verify=True, proxies={})
+
+    def close(self):
+        """Close every kept-alive connection."""
+        self.adapter.close()

@@ -190,6 +190,22 @@ def test_keep_alive_connections_are_reused(receiver, ca_bundle):
         sender.close()
 
 
+def test_the_ca_bundle_is_loaded_once_and_new_connections_add_nothing_to_it(receiver, ca_bundle):
+    """Every connection verifies against the one SSL context; requests' default would give each new
+    connection a bundle path to load into it (certifi's, when verify is True)."""
+    settings = delivery_settings(WEBHOOK_ALLOWED_NETWORKS=["127.0.0.1/32"], WEBHOOK_CA_BUNDLE=ca_bundle)
+    sender = settings.make_sender(resolver)
+    try:
+        for host in ("receiver.test", "127.0.0.1", "receiver.test"):
+            sender.adapter.poolmanager.clear()  # the next request opens a new connection
+            delivery = claimed_delivery(receiver.url("/ok", host=host), signing.new_secret(), 7, BODY)
+            assert send_delivery(sender, delivery).outcome.succeeded
+        assert sender.adapter.ssl_context.cert_store_stats() == {"crl": 0, "x509": 1, "x509_ca": 1}
+    finally:
+        sender.close()
+    assert len(receiver.requests) == 3
+
+
 def test_one_lookup_per_attempt_and_the_connection_uses_its_answer(receiver, ca_bundle):
     """The sender connects to the address the guard checked: no second lookup can redirect it."""
     lookups = []
