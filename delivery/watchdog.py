@@ -36,7 +36,10 @@ class Watchdog:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="webhook-watchdog", daemon=True)
                 self._thread.start()
-            self._condition.notify()
+            if self._heap[0][2] is entry:
+                # Only an earlier deadline than the thread sleeps towards needs it awake (a pass's
+                # deadlines come in order, so that is rare): waking it per request cost the senders the lock.
+                self._condition.notify()
         return entry
 
     def cancel(self, entry):

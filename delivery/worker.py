@@ -65,6 +65,7 @@ class Dispatcher:
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_read, False)
         os.set_blocking(self._wake_write, False)  # a full pipe already means "wake up"
+        self._asleep = False  # in wait(): a finishing request must write to the pipe
         self.stopping = False
         # Render at once when told (NOTIFY, more waiting), else look for new events this often.
         self._render_hint, self._next_render = True, 0.0
@@ -178,7 +179,8 @@ class Dispatcher:
                           format_id(PREFIXES["webhook_endpoint"], delivery.endpoint_id))
             result = None
         self.results.put((delivery, result))
-        self._wake()
+        if self._asleep:  # a write per request would cost the loop the lock while it is busy anyway
+            self._wake()
 
     def _wake(self):
         try:
@@ -222,14 +224,18 @@ class Dispatcher:
 
     def pause(self, seconds):
         """Back off for the whole of `seconds`; a request finishing meanwhile does not cut it short."""
-        # wait() returns when a request finishes, and its outcome needs the database this backs off from.
-        end = time.monotonic() + seconds
-        while (left := end - time.monotonic()) > 0:
-            self.wait(left)
+        # Not wait(): a finished request's outcome needs the database this backs off from.
+        time.sleep(seconds)
 
     def wait(self, timeout, also=()):
         """Sleep until a request finishes, one of `also` is readable, or `timeout` passes."""
-        readable, _, _ = select.select([self._wake_read, *also], [], [], max(0.0, timeout))
+        self._asleep = True
+        try:
+            # A request that finished before _asleep was set wrote nothing: its outcome is already queued.
+            timeout = 0.0 if not self.results.empty() else max(0.0, timeout)
+            readable, _, _ = select.select([self._wake_read, *also], [], [], timeout)
+        finally:
+            self._asleep = False
         if self._wake_read in readable:
             try:
                 while os.read(self._wake_read, 4096):
