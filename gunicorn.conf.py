@@ -19,4 +19,4 @@ def post_fork(server, worker):
     """Each worker keeps some freed memory for the next request instead of faulting it in again."""
     import serving
 
-    serving.keep_heap_pad()
+    serving.keep_freed_memory()

@@ -1,5 +1,5 @@
 """The gunicorn worker: requests gunicorn refuses itself are answered with the API's JSON error body;
-and the worker's malloc settings (keep_heap_pad)."""
+and the worker's malloc settings (keep_freed_memory)."""
 import ctypes
 import json
 import ssl
@@ -87,20 +87,22 @@ class JsonErrorWorker(SyncWorker):
             self.log.debug("Failed to send error message.")
 
 
-M_TOP_PAD = -2          # glibc's <malloc.h>: the slack kept at the top of the heap
-HEAP_PAD = 4 << 20      # bytes
+M_TOP_PAD, M_MMAP_THRESHOLD = -2, -3  # glibc's <malloc.h>
+HEAP_PAD = 8 << 20      # freed memory kept at the top of the heap, in bytes
+HEAP_BLOCKS = 4 << 20   # blocks under this size come from the heap; larger ones are mapped and unmapped
 
 
-def keep_heap_pad(pad=HEAP_PAD):
-    """Have glibc's malloc keep `pad` bytes of freed memory at the top of the heap; False where it cannot.
+def keep_freed_memory():
+    """Have glibc's malloc reuse the memory one request freed for the next; False where it cannot.
 
     A page of 100 shipments is one 180 KB string, then 180 KB of bytes. With glibc's defaults the heap
     is trimmed as soon as such a block is freed at its top, so the next request's block faults its pages
     in again: about 45 faults each, 3 µs apiece on this VM, several times per request (docs/serving.md,
-    "Memory the worker keeps").
+    "Memory the worker keeps"). Setting either value turns off glibc's own tuning of the mmap
+    threshold, so both are set: with the pad alone every block over 128 KB would be mapped afresh.
     """
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
         return False  # not glibc (macOS has no mallopt)
-    return mallopt(M_TOP_PAD, pad) == 1
+    return mallopt(M_MMAP_THRESHOLD, HEAP_BLOCKS) == 1 and mallopt(M_TOP_PAD, HEAP_PAD) == 1
