@@ -13,10 +13,3 @@ limit_request_line = 8190
 # default bounds any one header line, and the header count, well above what a client needs.
 limit_request_field_size = 8190
 limit_request_fields = 100
-
-
-def post_fork(server, worker):
-    """Each worker keeps some freed memory for the next request instead of faulting it in again."""
-    import serving
-
-    serving.keep_freed_memory()

@@ -1,6 +1,4 @@
-"""The gunicorn worker: requests gunicorn refuses itself are answered with the API's JSON error body;
-and the worker's malloc settings (keep_freed_memory)."""
-import ctypes
+"""The gunicorn worker: requests gunicorn refuses itself are answered with the API's JSON error body."""
 import json
 import ssl
 from datetime import datetime
@@ -85,24 +83,3 @@ class JsonErrorWorker(SyncWorker):
             util.write_nonblock(client, data)
         except Exception:
             self.log.debug("Failed to send error message.")
-
-
-M_TOP_PAD, M_MMAP_THRESHOLD = -2, -3  # glibc's <malloc.h>
-HEAP_PAD = 8 << 20      # freed memory kept at the top of the heap, in bytes
-HEAP_BLOCKS = 4 << 20   # blocks under this size come from the heap; larger ones are mapped and unmapped
-
-
-def keep_freed_memory():
-    """Have glibc's malloc reuse the memory one request freed for the next; False where it cannot.
-
-    A page of 100 shipments is one 180 KB string, then 180 KB of bytes. With glibc's defaults the heap
-    is trimmed as soon as such a block is freed at its top, so the next request's block faults its pages
-    in again: about 45 faults each, 3 µs apiece on this VM, several times per request (docs/serving.md,
-    "Memory the worker keeps"). Setting either value turns off glibc's own tuning of the mmap
-    threshold, so both are set: with the pad alone every block over 128 KB would be mapped afresh.
-    """
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return False  # not glibc (macOS has no mallopt)
-    return mallopt(M_MMAP_THRESHOLD, HEAP_BLOCKS) == 1 and mallopt(M_TOP_PAD, HEAP_PAD) == 1
