@@ -23,6 +23,7 @@ import psycopg2
 from api.ids import PREFIXES, format_id
 from delivery import housekeeping, recording
 from delivery.attempts import send_delivery, utcnow
+from delivery.listener import Listener
 from delivery.outbox import RENDER_BATCH, render_pending
 from models import db, webhook_deliveries
 
@@ -30,7 +31,6 @@ log = logging.getLogger("delivery")
 
 RENDER_SECONDS = 0.1  # a turn of the loop renders this long at most, then records and claims
 RENDER_IDLE_SECONDS = 0.2
-NOTIFY_CHANNEL = "webhook_events"
 # Reconnecting after a lost connection: the first try at once, then waits doubling up to the cap.
 RECONNECT_FIRST_SECONDS = 0.1
 RECONNECT_MAX_SECONDS = 5.0
@@ -276,25 +276,15 @@ class Dispatcher:
                 self.wait(0.5)
         self.guarded(self.notify_disabled, time.monotonic() + 1)
 
-    def _listen(self):
-        """A connection LISTENing on the outbox channel, or None while the database is unreachable."""
-        try:
-            listener = db.connect(self.settings.database_url)
-            listener.autocommit = True
-            with listener.cursor() as cur:
-                cur.execute(f"LISTEN {NOTIFY_CHANNEL}")
-        except psycopg2.OperationalError:
-            return None
-        self._render_hint = True  # anything committed while not listening
-        return listener
-
     def watch(self, idle_seconds=5.0, housekeeping_seconds=60.0):
         """Deliver continuously, woken by NOTIFY from the outbox triggers, until `stopping` is set.
 
         Survives a lost database: both connections are made again (with backoff) and nothing
         finished meanwhile is forgotten.
         """
-        listener = self._listen()
+        listener = Listener(self.settings.database_url)
+        if listener.connect():
+            self._render_hint = True  # anything committed while not listening
         next_housekeeping = 0.0
         try:
             while not self.stopping:
@@ -303,34 +293,22 @@ class Dispatcher:
                     next_housekeeping = time.monotonic() + housekeeping_seconds
                 # Every turn, not only when idle: while outcomes keep coming (a busy or failing endpoint),
                 # the loop never idles, and new events would wait for the periodic render (0.2 s).
-                listener = self._hear(listener)
+                if listener.heard():
+                    self._render_hint = True
                 done = self.guarded(self.step, until=float("inf"))
                 if done is None or done:
                     continue
                 timeout = self.guarded(lambda: self._idle_timeout(idle_seconds), until=float("inf"))
                 if timeout is None:
                     continue
-                if listener is None:
-                    listener = self._listen()
-                    timeout = 0.0 if listener is not None else min(1.0, timeout or 1.0)
-                self.wait(timeout, also=[listener] if listener is not None else [])
+                if listener.conn is None:
+                    if listener.connect():
+                        self._render_hint, timeout = True, 0.0
+                    else:
+                        timeout = min(1.0, timeout or 1.0)
+                self.wait(timeout, also=listener.sockets())
         finally:
-            if listener is not None:
-                listener.close()
-
-    def _hear(self, listener):
-        """Take the notifications that have arrived (no round trip); returns the listener, new if it was lost."""
-        if listener is None:
-            return None
-        try:
-            listener.poll()
-        except (psycopg2.OperationalError, psycopg2.InterfaceError):
             listener.close()
-            return self._listen()
-        if listener.notifies:
-            self._render_hint = True
-            listener.notifies.clear()
-        return listener
 
     def _idle_timeout(self, idle_seconds):
         if self.in_flight:
