@@ -21,7 +21,7 @@ def list_alerts():
     id of no shipment here matches nothing). Page with `limit` and `starting_after`, the last id of
     the previous page, while `has_more` is true.
     """
-    query = parse_query(AlertListQuerySchema())
+    query = parse_query(AlertListQuerySchema)
     items = alerts.list_alerts(get_conn(), principal()["organization_id"], query["limit"] + 1,
                                shipment_id=query.get("shipment"), starting_after=query.get("starting_after"))
-    return listing("monitoring_alert", MonitoringAlertSchema(), items, query["limit"])
+    return listing("monitoring_alert", MonitoringAlertSchema, items, query["limit"])

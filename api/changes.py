@@ -29,7 +29,7 @@ def list_changes():
     here only when every transaction that began writing before it has ended, so a change committed
     late is never behind the cursor (docs/sync.md). A poll with nothing new is one index lookup.
     """
-    query = parse_query(ChangeListQuerySchema())
+    query = parse_query(ChangeListQuerySchema)
     since = query.get("since", ChangeCursor.START)
     conn, organization_id, shown = get_conn(), principal()["organization_id"], version()
     with db.one_snapshot(conn):

@@ -21,8 +21,8 @@ def list_checks():
     or empty; `shipment` keeps one shipment's checks. Page with `limit` and `starting_after`, the last
     id of the previous page, while `has_more` is true.
     """
-    query = parse_query(CheckListQuerySchema())
+    query = parse_query(CheckListQuerySchema)
     items = checks.list_checks(get_conn(), principal()["organization_id"], query["limit"] + 1,
                                query["status"], shipment_id=query.get("shipment"),
                                starting_after=query.get("starting_after"))
-    return listing("shipment_check", ShipmentCheckSchema(), items, query["limit"])
+    return listing("shipment_check", ShipmentCheckSchema, items, query["limit"])

@@ -50,7 +50,7 @@ def list_shipment_documents(shipment_id):
                                               path_id(shipment_id, "shp", "shipment"))
     if items is None:
         raise missing("shipment", shipment_id)
-    return listing("document", DocumentSchema(), items)
+    return listing("document", DocumentSchema, items)
 
 
 @get_route(bp, "/documents/<document_id>", DocumentSchema)
@@ -65,7 +65,7 @@ def get_document(document_id):
                                    path_id(document_id, "doc", "document"))
     if found is None:
         raise missing("document", document_id)
-    return resource("document", DocumentSchema(), found)
+    return resource("document", DocumentSchema, found)
 
 
 # PackingListFields is named by $ref in DocumentDataSchema.fields, so the description must define it.
@@ -81,7 +81,7 @@ def get_document_data(document_id):
                                         path_id(document_id, "doc", "document"))
     if found is None:
         raise missing("document", document_id)
-    return resource("document_data", DocumentDataSchema(), found)
+    return resource("document_data", DocumentDataSchema, found)
 
 
 # `format: binary` rather than 3.1's contentMediaType: openapi-python-client reads it as a file (bytes).

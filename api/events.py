@@ -27,7 +27,7 @@ def list_events():
     `starting_after`, the last id of the previous page, while `has_more` is true: events added meanwhile
     cause no gaps or repeats. To catch up after downtime, page with `delivery_success=false`.
     """
-    query = parse_query(EventListQuerySchema())
+    query = parse_query(EventListQuerySchema)
     delivery_success = query.get("delivery_success")
     rows = events.list_history(
         get_conn(), principal()["organization_id"], query["limit"] + 1,

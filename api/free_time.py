@@ -50,7 +50,7 @@ def get_shipment_free_time(shipment_id):
                                               path_id(shipment_id, "shp", "shipment"))
     if summary is None:
         raise missing("shipment", shipment_id)
-    return resource("free_time_summary", FreeTimeSummarySchema(), summary)
+    return resource("free_time_summary", FreeTimeSummarySchema, summary)
 
 
 @get_route(bp, "/free_time/at_risk", list_schema(FreeTimeSummarySchema, "FreeTimeSummaryList"))

@@ -22,5 +22,5 @@ def get_organization():
         "token": {"id": who["token_id"], "name": who["token_name"], "scopes": who["scopes"],
                   "expires_at": who["expires_at"], "user_email": who["user_email"]},
     }
-    return resource("organization", OrganizationSchema(), organization)
+    return resource("organization", OrganizationSchema, organization)
 

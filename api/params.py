@@ -2,6 +2,7 @@
 
 Decisions on input the spec leaves open are in docs/parameters.md.
 """
+import functools
 import re
 from datetime import date, datetime, time, timezone
 
@@ -198,8 +199,16 @@ class QuerySchema(Schema):
         unknown = EXCLUDE
 
 
-def parse_query(schema):
-    """Load request.args with `schema`; any problem is a 400 invalid_parameter naming the parameter."""
+@functools.cache
+def _query_schema(schema_class):
+    """One instance per query schema, made once: loading keeps no state in it, and making one per request
+    (copying its declared fields) cost 30 to 60 µs."""
+    return schema_class()
+
+
+def parse_query(schema_class):
+    """Load request.args with `schema_class`; any problem is a 400 invalid_parameter naming the parameter."""
+    schema = _query_schema(schema_class)
     names = {field.data_key or name for name, field in schema.fields.items()}
     for key in request.args.keys():
         bracketed = _BRACKETED.match(key)

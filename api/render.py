@@ -7,17 +7,17 @@ from api.ids import parse_id
 from api.schemas.present import list_text, present
 
 
-def resource(kind, schema, obj):
+def resource(kind, schema_class, obj):
     """A single resource as JSON."""
-    return jsonify(present(kind, type(schema), obj, version()))
+    return jsonify(present(kind, schema_class, obj, version()))
 
 
-def listing(kind, schema, items, limit=None):
+def listing(kind, schema_class, items, limit=None):
     """The list envelope; with `limit`, `items` holds up to limit + 1 rows and the extra one sets has_more."""
     has_more = limit is not None and len(items) > limit
     if has_more:
         items = items[:limit]
-    schema_class, shown = type(schema), version()
+    shown = version()
     data = [present(kind, schema_class, obj, shown) for obj in items]
     return jsonify({"object": "list", "data": data, "has_more": has_more})
 

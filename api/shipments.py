@@ -24,7 +24,7 @@ def list_shipments():
     Filters combine with AND. Page with `limit` and `starting_after`, the last id of the previous page,
     while `has_more` is true: shipments added meanwhile cause no gaps or repeats.
     """
-    query = parse_query(ShipmentListQuerySchema())
+    query = parse_query(ShipmentListQuerySchema)
     bodies = shipment_bodies(
         query["limit"] + 1,
         q=query.get("q"), statuses=query.get("status"), label_ids=query.get("labels"),

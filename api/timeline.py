@@ -21,4 +21,4 @@ def get_shipment_timeline(shipment_id):
                                   path_id(shipment_id, "shp", "shipment"))
     if found is None:
         raise missing("shipment", shipment_id)
-    return resource("timeline", TimelineSchema(), found)
+    return resource("timeline", TimelineSchema, found)
