@@ -11,15 +11,11 @@ not counted. Only 127.0.0.1 is contacted.
 """
 import argparse
 import concurrent.futures
-import multiprocessing
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
-
-import trustme
 
 PROJECT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT))
@@ -42,16 +38,8 @@ def main():
     from delivery import signing
     from delivery.sender import Sender
 
-    ca = trustme.CA()
-    cert = ca.issue_cert("127.0.0.1")
-    with tempfile.NamedTemporaryFile("wb", suffix=".pem", delete=False) as bundle:
-        bundle.write(ca.cert_pem.bytes())
-    control, theirs = multiprocessing.Pipe()
-    receiver = multiprocessing.Process(target=webhook_receiver.serve, daemon=True, args=(
-        cert.cert_chain_pems[0].bytes(), cert.private_key_pem.bytes(), theirs))
-    receiver.start()
-    ports = control.recv()
-    sender = Sender(ca_bundle=bundle.name, allowed_networks=["127.0.0.1/32"], service_domain=None, workers=THREADS)
+    receiver, _control, ports, bundle = webhook_receiver.start()
+    sender = Sender(ca_bundle=bundle, allowed_networks=["127.0.0.1/32"], service_domain=None, workers=THREADS)
     urls = [f"https://127.0.0.1:{ports[name]}/{name}" for name in ("fast-a", "fast-b", "fast-c")]
     secret = signing.new_secret()
 
@@ -75,7 +63,7 @@ def main():
     finally:
         sender.close()
         receiver.terminate()
-        os.unlink(bundle.name)
+        os.unlink(bundle)
 
 
 if __name__ == "__main__":

@@ -10,12 +10,15 @@ import base64
 import hashlib
 import hmac
 import json
+import multiprocessing
 import resource
 import socket
 import ssl
 import tempfile
 import threading
 import time
+
+import trustme
 
 REPLY = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\r\nok"
 NAMES = ("fast-a", "fast-b", "fast-c", "slow")
@@ -133,3 +136,17 @@ def serve(cert_pem, key_pem, control):
         elif command == "arrivals":
             with state.lock:
                 control.send(dict(state.watching or {}))
+
+
+def start():
+    """This receiver in a process of its own, with a new test CA: (process, control pipe, port per endpoint
+    name, path of a CA bundle trusting it). The caller terminates the process and removes the file."""
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    with tempfile.NamedTemporaryFile("wb", suffix=".pem", delete=False) as bundle:
+        bundle.write(ca.cert_pem.bytes())
+    control, theirs = multiprocessing.Pipe()
+    process = multiprocessing.Process(target=serve, daemon=True, args=(
+        cert.cert_chain_pems[0].bytes(), cert.private_key_pem.bytes(), theirs))
+    process.start()
+    return process, control, control.recv(), bundle.name

@@ -20,20 +20,17 @@ the same setup, for before/after comparisons. Creates and drops its own database
 """
 import argparse
 import json
-import multiprocessing
 import os
 import resource
 import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg2
-import trustme
 
 PROJECT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT))
@@ -196,18 +193,9 @@ def main():
     with admin.cursor() as cur:
         cur.execute(f'CREATE DATABASE "{name}"')
     url = with_database(server_url, name)
-    ca = trustme.CA()
-    cert = ca.issue_cert("127.0.0.1")
-    bundle = tempfile.NamedTemporaryFile("wb", suffix=".pem", delete=False)
-    bundle.write(ca.cert_pem.bytes())
-    bundle.close()
-    control, theirs = multiprocessing.Pipe()
-    receiver = multiprocessing.Process(target=webhook_receiver.serve, daemon=True, args=(
-        cert.cert_chain_pems[0].bytes(), cert.private_key_pem.bytes(), theirs))
-    receiver.start()
-    ports = control.recv()
+    receiver, control, ports, bundle = webhook_receiver.start()
     env = {**os.environ, "DATABASE_URL": url, "SHIPTRACK_WEBHOOK_ALLOWED_NETWORKS": '["127.0.0.1/32"]',
-           "SHIPTRACK_WEBHOOK_CA_BUNDLE": bundle.name}
+           "SHIPTRACK_WEBHOOK_CA_BUNDLE": bundle}
     print("delivery code:", args.code, "settings:",
           {k: v for k, v in env.items() if k.startswith("SHIPTRACK_WEBHOOK_") and "CA_BUNDLE" not in k})
     conn = db.connect(url)
@@ -238,7 +226,7 @@ def main():
         with admin.cursor() as cur:
             cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.close()
-        os.unlink(bundle.name)
+        os.unlink(bundle)
 
 
 if __name__ == "__main__":
