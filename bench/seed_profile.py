@@ -11,7 +11,8 @@ that checkout's schema, and seeds acme in one process (--workers 1, pinned --now
 statement is timed where it runs. The database has track_functions = 'all': PostgreSQL's own
 per-function timings (pg_stat_user_functions) split the statements' time between the trigger
 functions. With --no-secondary-indexes every index but primary keys and unique constraints is
-dropped first; the difference in COPY time against a normal run is the index upkeep. With
+dropped first; the difference in COPY time against a normal run is the index upkeep (`--keep-index NAME`
+keeps one, e.g. those the triggers read). With
 --no-foreign-keys every foreign key of the seeded tables is dropped first (their checks, by difference).
 """
 import argparse
@@ -49,6 +50,8 @@ def main():
     parser.add_argument("--code", default=str(ROOT), help="checkout whose schema.sql, demo/ and models/ run")
     parser.add_argument("--database", default="shiptrack_seed_profile")
     parser.add_argument("--no-secondary-indexes", action="store_true")
+    parser.add_argument("--keep-index", action="append", default=[], metavar="NAME",
+                        help="with --no-secondary-indexes: keep this one (repeatable)")
     parser.add_argument("--no-foreign-keys", action="store_true")
     parser.add_argument("--lean", action="store_true",
                         help="every shipment as lean as those past the 5,000th (what a million mostly is)")
@@ -71,7 +74,8 @@ def main():
         if args.no_secondary_indexes:
             cur.execute(SECONDARY_INDEXES, {"tables": [t.name for t in bulk.TABLES]})
             for row in cur.fetchall():
-                cur.execute(f"DROP INDEX {row['name']}")
+                if row["name"] not in args.keep_index:
+                    cur.execute(f"DROP INDEX {row['name']}")
         if args.no_foreign_keys:
             cur.execute(FOREIGN_KEYS, {"tables": [t.name for t in bulk.TABLES]})
             for row in cur.fetchall():
