@@ -10,7 +10,7 @@ from api.ids import PREFIXES, format_id
 from cli.common import print_table, require_id, require_member, require_organization, transaction
 from delivery import recording, retry, signing, ssrf
 from delivery.attempts import send_delivery, utcnow
-from delivery.outbox import RENDER_BATCH, render_pending
+from delivery.outbox import render_pending
 from delivery.settings import Settings
 from models import events, organizations, webhook_deliveries, webhooks
 
@@ -19,7 +19,7 @@ webhooks_cli = AppGroup("webhooks", help="Webhook endpoints: add, list, secrets,
 
 MANAGERS = ("admin", "owner")
 EVENT, ENDPOINT = PREFIXES["webhook_event"], PREFIXES["webhook_endpoint"]
-_actor = click.option("--as", "actor", help="E-mail of the admin or owner doing this.")
+actor_option = click.option("--as", "actor", help="E-mail of the admin or owner doing this.")
 
 
 def _settings():
@@ -49,7 +49,7 @@ def _event_types(value):
     return types
 
 
-def _when(value):
+def format_when(value):
     """A time as the commands print and `--since` reads it: UTC, to the second, Z suffix."""
     return None if value is None else value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -78,7 +78,7 @@ def _endpoint(conn, value, actor):
 @click.option("--url", required=True, help="HTTPS URL of the receiver; must be publicly reachable.")
 @click.option("--events", "types", required=True, help="Comma-separated: " + ", ".join(webhooks.EVENT_TYPES))
 @click.option("--description", help="Free text shown in the list.")
-@_actor
+@actor_option
 def add(slug, url, types, description, actor):
     """Add an endpoint; prints its id and signing secret."""
     chosen = _event_types(types)
@@ -96,7 +96,7 @@ def add(slug, url, types, description, actor):
 
 @webhooks_cli.command("list")
 @click.option("--org", "slug", required=True)
-@_actor
+@actor_option
 def list_(slug, actor):
     """List an organization's endpoints (never their secrets)."""
     with transaction() as conn:
@@ -109,16 +109,16 @@ def list_(slug, actor):
         row["events"] = ",".join(row["event_types"])
         row["state"] = "enabled" if row["enabled"] else "disabled"
         # The 3-day rule disables at the first failure after this time, if failures keep coming.
-        row["disables_at"] = _when(retry.disables_at(row["failing_since"]) if row["enabled"] else None)
-        row["failing_since"] = _when(row["failing_since"])
-        row["last_success"] = _when(row["last_success"])
+        row["disables_at"] = format_when(retry.disables_at(row["failing_since"]) if row["enabled"] else None)
+        row["failing_since"] = format_when(row["failing_since"])
+        row["last_success"] = format_when(row["last_success"])
     print_table(rows, ["id", "url", "events", "state", "waiting", "failing_since", "last_success", "disables_at",
                        "disabled_reason", "description"])
 
 
 @webhooks_cli.command("reveal-secret")
 @click.argument("endpoint_id")
-@_actor
+@actor_option
 def reveal_secret(endpoint_id, actor):
     """Print an endpoint's signing secret."""
     with transaction() as conn:
@@ -127,7 +127,7 @@ def reveal_secret(endpoint_id, actor):
 
 @webhooks_cli.command("roll-secret")
 @click.argument("endpoint_id")
-@_actor
+@actor_option
 def roll_secret(endpoint_id, actor):
     """Replace the signing secret (the old one stops working at once); prints the new one."""
     secret = signing.new_secret()
@@ -138,7 +138,7 @@ def roll_secret(endpoint_id, actor):
 
 @webhooks_cli.command("enable")
 @click.argument("endpoint_id")
-@_actor
+@actor_option
 def enable(endpoint_id, actor):
     """Enable an endpoint (after a fix); its failure count starts afresh. Prints how to recover what it missed."""
     with transaction() as conn:
@@ -147,12 +147,12 @@ def enable(endpoint_id, actor):
     click.echo(f"{endpoint_id} enabled")
     if not found["enabled"]:
         click.echo(f"to send what it missed while disabled: "
-                   f"flask --app app webhooks recover {endpoint_id} --since {_when(found['disabled_at'])}")
+                   f"flask --app app webhooks recover {endpoint_id} --since {format_when(found['disabled_at'])}")
 
 
 @webhooks_cli.command("disable")
 @click.argument("endpoint_id")
-@_actor
+@actor_option
 def disable(endpoint_id, actor):
     """Disable an endpoint: it receives nothing, and its waiting deliveries are dropped."""
     with transaction() as conn:
@@ -165,7 +165,7 @@ def disable(endpoint_id, actor):
 
 @webhooks_cli.command("remove")
 @click.argument("endpoint_id")
-@_actor
+@actor_option
 def remove(endpoint_id, actor):
     """Delete an endpoint with its deliveries and attempt log."""
     with transaction() as conn:
@@ -194,7 +194,7 @@ def _send_now(claimed):
 
 @webhooks_cli.command("test")
 @click.argument("endpoint_id")
-@_actor
+@actor_option
 def test(endpoint_id, actor):
     """Send one webhook.test event now (never retried, never counted toward disabling)."""
     lease_until = utcnow() + _settings().lease
@@ -212,7 +212,7 @@ def test(endpoint_id, actor):
 @webhooks_cli.command("resend")
 @click.argument("event_id")
 @click.option("--endpoint", "endpoint_id", help="Only this endpoint (whe_<n>); default: every subscribed one.")
-@_actor
+@actor_option
 def resend(event_id, endpoint_id, actor):
     """Send an event again (same id, fresh timestamp); failures retry on the usual schedule."""
     number = require_id(event_id, EVENT, "event")
@@ -251,7 +251,7 @@ def resend(event_id, endpoint_id, actor):
 @webhooks_cli.command("recover")
 @click.argument("endpoint_id")
 @click.option("--since", "since", required=True, help="ISO 8601 time, e.g. 2026-10-01T08:00:00Z (UTC if no offset).")
-@_actor
+@actor_option
 def recover(endpoint_id, since, actor):
     """Queue the events since then that the endpoint subscribes to and did not receive (failed, dropped, never made)."""
     now = utcnow()
@@ -264,13 +264,13 @@ def recover(endpoint_id, since, actor):
             raise click.ClickException(f"{endpoint_id} is disabled; enable it first")
         # Events not rendered yet are left to the next pass, which fans them out to it as usual.
         queued = webhook_deliveries.queue_missed(conn, found["id"], start, now)
-    click.echo(f"{endpoint_id}: {queued} missed events since {_when(start)} queued; the next delivery pass sends them")
+    click.echo(f"{endpoint_id}: {queued} missed events since {format_when(start)} queued; the next delivery pass sends them")
 
 
 @webhooks_cli.command("attempts")
 @click.argument("endpoint_id")
 @click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
-@_actor
+@actor_option
 def attempts(endpoint_id, limit, actor):
     """An endpoint's attempt log, newest first."""
     with transaction() as conn:
@@ -282,70 +282,3 @@ def attempts(endpoint_id, limit, actor):
         row["reply"] = (row["response_body"] or "")[:60].replace("\n", " ")
     print_table(rows, ["attempted_at", "event", "type", "attempt", "reason", "status", "status_code",
                        "duration_ms", "address", "error", "next_attempt", "reply"])
-
-
-@webhooks_cli.command("render-failures")
-@click.option("--org", "slug", help="Only this organization's events.")
-@click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
-@_actor
-def render_failures(slug, limit, actor):
-    """Events the serialiser could not render (never sent until retried), oldest first, with the error."""
-    if actor and not slug:
-        raise click.UsageError("--as needs --org")
-    with transaction() as conn:
-        org = require_organization(conn, slug) if slug else None
-        if actor:
-            require_member(conn, org, actor, MANAGERS)
-        rows = events.list_render_failures(conn, org and org["id"], limit)
-    for row in rows:
-        row["event"] = format_id(EVENT, row["id"])
-        row["subject"] = (format_id(PREFIXES["monitoring_alert"], row["alert_id"]) if row["alert_id"]
-                          else format_id(PREFIXES["shipment"], row["shipment_id"]) if row["shipment_id"] else None)
-        row["created_at"], row["failed_at"] = _when(row["created_at"]), _when(row["failed_at"])
-    print_table(rows, ["event", "organization", "type", "subject", "created_at", "failed_at", "render_error"])
-
-
-@webhooks_cli.command("retry-render")
-@click.argument("event_ids", nargs=-1)
-@click.option("--all", "every", is_flag=True, help="Every event that could not be rendered (with --org: its events).")
-@click.option("--org", "slug", help="With --all: only this organization's events.")
-@_actor
-def retry_render(event_ids, every, slug, actor):
-    """Render failed events again now (after the fix); rendered ones are fanned out and sent by the next pass."""
-    if bool(event_ids) == every:
-        raise click.UsageError("name events (msg_<n> ...) or give --all")
-    if actor and not (slug or event_ids):
-        raise click.UsageError("--as needs --org or named events")
-    numbers = [require_id(value, EVENT, "event") for value in event_ids] or None
-    with transaction() as conn:
-        org = require_organization(conn, slug) if slug else None
-        if actor and org:
-            require_member(conn, org, actor, MANAGERS)
-        if numbers and actor:
-            for number in numbers:
-                found = events.get_event(conn, number)
-                if found is not None:
-                    require_member(conn, organizations.get_organization(conn, found["organization_id"]), actor,
-                                   MANAGERS)
-        retried = events.retry_render_failures(conn, numbers, org and org["id"])
-        missing = sorted(set(numbers or ()) - set(retried))
-        if missing:
-            raise click.ClickException(", ".join(format_id(EVENT, n) for n in missing)
-                                       + " did not fail to render; nothing to retry")
-        for start in range(0, len(retried), RENDER_BATCH):
-            render_pending(conn, utcnow(), RENDER_BATCH, event_ids=retried[start:start + RENDER_BATCH])
-        outcomes = {row["id"]: row for row in (events.get_event(conn, number) for number in retried)}
-    failed = 0
-    for number in retried:
-        row = outcomes[number]
-        if row["state"] == "render_failed":
-            failed += 1
-            click.echo(f"{format_id(EVENT, number)}: still fails: {row['render_error']}")
-        elif row["state"] == "skipped":
-            click.echo(f"{format_id(EVENT, number)}: skipped (its subject can no longer be shown)")
-        else:
-            click.echo(f"{format_id(EVENT, number)}: rendered; the next delivery pass sends it")
-    if not retried:
-        click.echo("no event failed to render")
-    if failed:
-        raise click.ClickException(f"{failed} of {len(retried)} events still fail to render")

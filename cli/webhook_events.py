@@ -1,0 +1,76 @@
+"""`flask webhooks render-failures` and `retry-render`: events the serialiser could not render, and rendering them again."""
+import click
+
+from api.ids import PREFIXES, format_id
+from cli.common import print_table, require_id, require_member, require_organization, transaction
+from cli.webhooks import EVENT, MANAGERS, actor_option, format_when, webhooks_cli
+from delivery.attempts import utcnow
+from delivery.outbox import RENDER_BATCH, render_pending
+from models import events, organizations
+
+
+@webhooks_cli.command("render-failures")
+@click.option("--org", "slug", help="Only this organization's events.")
+@click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
+@actor_option
+def render_failures(slug, limit, actor):
+    """Events the serialiser could not render (never sent until retried), oldest first, with the error."""
+    if actor and not slug:
+        raise click.UsageError("--as needs --org")
+    with transaction() as conn:
+        org = require_organization(conn, slug) if slug else None
+        if actor:
+            require_member(conn, org, actor, MANAGERS)
+        rows = events.list_render_failures(conn, org and org["id"], limit)
+    for row in rows:
+        row["event"] = format_id(EVENT, row["id"])
+        row["subject"] = (format_id(PREFIXES["monitoring_alert"], row["alert_id"]) if row["alert_id"]
+                          else format_id(PREFIXES["shipment"], row["shipment_id"]) if row["shipment_id"] else None)
+        row["created_at"], row["failed_at"] = format_when(row["created_at"]), format_when(row["failed_at"])
+    print_table(rows, ["event", "organization", "type", "subject", "created_at", "failed_at", "render_error"])
+
+
+@webhooks_cli.command("retry-render")
+@click.argument("event_ids", nargs=-1)
+@click.option("--all", "every", is_flag=True, help="Every event that could not be rendered (with --org: its events).")
+@click.option("--org", "slug", help="With --all: only this organization's events.")
+@actor_option
+def retry_render(event_ids, every, slug, actor):
+    """Render failed events again now (after the fix); rendered ones are fanned out and sent by the next pass."""
+    if bool(event_ids) == every:
+        raise click.UsageError("name events (msg_<n> ...) or give --all")
+    if actor and not (slug or event_ids):
+        raise click.UsageError("--as needs --org or named events")
+    numbers = [require_id(value, EVENT, "event") for value in event_ids] or None
+    with transaction() as conn:
+        org = require_organization(conn, slug) if slug else None
+        if actor and org:
+            require_member(conn, org, actor, MANAGERS)
+        if numbers and actor:
+            for number in numbers:
+                found = events.get_event(conn, number)
+                if found is not None:
+                    require_member(conn, organizations.get_organization(conn, found["organization_id"]), actor,
+                                   MANAGERS)
+        retried = events.retry_render_failures(conn, numbers, org and org["id"])
+        missing = sorted(set(numbers or ()) - set(retried))
+        if missing:
+            raise click.ClickException(", ".join(format_id(EVENT, n) for n in missing)
+                                       + " did not fail to render; nothing to retry")
+        for start in range(0, len(retried), RENDER_BATCH):
+            render_pending(conn, utcnow(), RENDER_BATCH, event_ids=retried[start:start + RENDER_BATCH])
+        outcomes = {row["id"]: row for row in (events.get_event(conn, number) for number in retried)}
+    failed = 0
+    for number in retried:
+        row = outcomes[number]
+        if row["state"] == "render_failed":
+            failed += 1
+            click.echo(f"{format_id(EVENT, number)}: still fails: {row['render_error']}")
+        elif row["state"] == "skipped":
+            click.echo(f"{format_id(EVENT, number)}: skipped (its subject can no longer be shown)")
+        else:
+            click.echo(f"{format_id(EVENT, number)}: rendered; the next delivery pass sends it")
+    if not retried:
+        click.echo("no event failed to render")
+    if failed:
+        raise click.ClickException(f"{failed} of {len(retried)} events still fail to render")
