@@ -3,7 +3,7 @@ import logging
 
 from api.ids import PREFIXES, format_id
 from delivery import mailer, retry
-from models import events, webhook_deliveries, webhooks
+from models import endpoint_health, events, webhook_deliveries, webhooks
 
 log = logging.getLogger("delivery")
 
@@ -23,13 +23,13 @@ def notify_endpoint_admins(conn, settings, clock):
     """E-mail the admins and owners about endpoints failing for 24 hours and endpoints the 3-day rule disabled."""
     now = clock()
     _email(conn, settings, clock, "failing", "endpoint failing for 24 hours",
-           lambda: webhook_deliveries.claim_unwarned(conn, now, retry.WARN_AFTER, retry.FAILURE_RUN_GAP),
+           lambda: endpoint_health.claim_unwarned(conn, now, retry.WARN_AFTER, retry.FAILURE_RUN_GAP),
            lambda endpoint, recipients: mailer.failing_message(
                endpoint, retry.disables_at(endpoint["failing_since"]), recipients, settings.smtp_from),
-           webhook_deliveries.mark_warned)
-    _email(conn, settings, clock, "disabled", "endpoint disabled", lambda: webhook_deliveries.claim_unnotified(conn),
+           endpoint_health.mark_warned)
+    _email(conn, settings, clock, "disabled", "endpoint disabled", lambda: endpoint_health.claim_unnotified(conn),
            lambda endpoint, recipients: mailer.disabled_message(endpoint, recipients, settings.smtp_from),
-           webhook_deliveries.mark_notified)
+           endpoint_health.mark_notified)
 
 
 def _email(conn, settings, clock, kind, what, claim, message, mark):

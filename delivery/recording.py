@@ -3,7 +3,7 @@ import logging
 
 from api.ids import PREFIXES, format_id
 from delivery import retry
-from models import webhook_deliveries, webhooks
+from models import endpoint_health, webhook_deliveries, webhooks
 
 log = logging.getLogger("delivery")
 
@@ -70,8 +70,8 @@ def record(conn, results):
     ours = webhook_deliveries.finish(conn, finish, end_runs)
     for endpoint in endpoints.values():
         if endpoint.get("changed") and (endpoint["failing_since"], endpoint["last_failure_at"]) != endpoint["was"]:
-            webhook_deliveries.update_endpoint_health(conn, endpoint["id"], endpoint["failing_since"],
-                                                      endpoint["last_failure_at"])
+            endpoint_health.update_endpoint_health(conn, endpoint["id"], endpoint["failing_since"],
+                                                   endpoint["last_failure_at"])
     for endpoint_id, (at, reason) in disable.items():
         dropped = webhooks.disable_endpoint(conn, endpoint_id, at, reason)
         log.error("endpoint disabled endpoint_id=%s dropped=%s reason=%r",

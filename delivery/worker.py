@@ -9,10 +9,8 @@ it reconnects with backoff, and the outcomes of requests that finished meanwhile
 until they are recorded, so a blip sends nothing twice.
 """
 import logging
-import os
 import queue
 import random
-import select
 import time
 import uuid
 from collections import Counter
@@ -25,6 +23,7 @@ from delivery import housekeeping, recording
 from delivery.attempts import send_delivery, utcnow
 from delivery.listener import Listener
 from delivery.outbox import RENDER_BATCH, render_pending
+from delivery.wakeup import Wakeup
 from models import db, webhook_deliveries
 
 log = logging.getLogger("delivery")
@@ -62,10 +61,7 @@ class Dispatcher:
         self.unrecorded = []  # finished requests whose recording has not committed yet
         self.reconnects = 0
         self.unavailable = False  # gave up waiting for the database
-        self._wake_read, self._wake_write = os.pipe()
-        os.set_blocking(self._wake_read, False)
-        os.set_blocking(self._wake_write, False)  # a full pipe already means "wake up"
-        self._asleep = False  # in wait(): a finishing request must write to the pipe
+        self.wakeup = Wakeup()
         self.stopping = False
         # Render at once when told (NOTIFY, more waiting), else look for new events this often.
         self._render_hint, self._next_render = True, 0.0
@@ -73,7 +69,7 @@ class Dispatcher:
     def stop(self):
         """Ask the loop to finish what is in flight and return (safe from a signal handler)."""
         self.stopping = True
-        self._wake()
+        self.wakeup.wake()
 
     def _connect(self):
         conn = db.connect(self.settings.database_url)
@@ -143,8 +139,7 @@ class Dispatcher:
         self.executor.shutdown(wait=True)
         self.conn.close()
         self.sender.close()
-        os.close(self._wake_read)
-        os.close(self._wake_write)
+        self.wakeup.close()
 
     def render(self):
         """Render new events for up to RENDER_SECONDS, so claims keep flowing meanwhile; returns how many."""
@@ -179,14 +174,8 @@ class Dispatcher:
                           format_id(PREFIXES["webhook_endpoint"], delivery.endpoint_id))
             result = None
         self.results.put((delivery, result))
-        if self._asleep:  # a write per request would cost the loop the lock while it is busy anyway
-            self._wake()
-
-    def _wake(self):
-        try:
-            os.write(self._wake_write, b".")
-        except BlockingIOError:
-            pass
+        if self.wakeup.asleep:  # a write per request would cost the loop the lock while it is busy anyway
+            self.wakeup.wake()
 
     def _finished(self):
         done = []
@@ -229,20 +218,8 @@ class Dispatcher:
 
     def wait(self, timeout, also=()):
         """Sleep until a request finishes, one of `also` is readable, or `timeout` passes."""
-        self._asleep = True
-        try:
-            # A request that finished before _asleep was set wrote nothing: its outcome is already queued.
-            timeout = 0.0 if not self.results.empty() else max(0.0, timeout)
-            readable, _, _ = select.select([self._wake_read, *also], [], [], timeout)
-        finally:
-            self._asleep = False
-        if self._wake_read in readable:
-            try:
-                while os.read(self._wake_read, 4096):
-                    pass
-            except BlockingIOError:
-                pass
-        return readable
+        # A request that finished before the loop fell asleep wrote nothing: its outcome is already queued.
+        self.wakeup.sleep(timeout, also, ready=lambda: not self.results.empty())
 
     def housekeeping(self):
         """Retention and e-mails about failing and disabled endpoints (delivery/housekeeping.py)."""

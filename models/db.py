@@ -150,7 +150,6 @@ def connect(url):
 
 def get_pool(url, maxconn=8):
     """The process's connection pool, created after fork so workers never share sockets."""
-    global _pool, _pool_pid
     with _pool_lock:
         if _pool is None or _pool_pid != os.getpid() or _pool_url != url:
             _make_pool(url, maxconn)
