@@ -28,6 +28,9 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg2
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.proc_cpu import cpu_seconds  # noqa: E402  (imports nothing of the project: --code still decides)
 
 # Indexes that are neither primary keys nor unique, of the tables the seed fills.
 SECONDARY_INDEXES = """SELECT i.indexrelid::regclass::text AS name FROM pg_index i
@@ -107,15 +110,6 @@ def _recreate(server, database, create=True):
     admin.close()
 
 
-def _cpu_seconds(pid):
-    """CPU seconds (user + system) a process of this machine has used so far (0 when unreadable)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _instrument(db, timings, backend_cpu):
     """Time every statement, COPY and commit of the seed's connections, keyed by what they are; note
     each connection's server process's CPU time at every commit."""
@@ -142,7 +136,7 @@ def _instrument(db, timings, backend_cpu):
             return plain_commit(self)
         finally:
             timings["COMMIT"] += time.perf_counter() - started
-            backend_cpu[self.get_backend_pid()] = _cpu_seconds(self.get_backend_pid())
+            backend_cpu[self.get_backend_pid()] = cpu_seconds(self.get_backend_pid()) or 0.0
 
     cursor.execute, cursor.copy_expert, connection.commit = execute, copy_expert, commit
 

@@ -9,19 +9,9 @@ set -euo pipefail
 checkout=$(cd "$1" && pwd); database=$2; shipments=$3; shift 3
 server=${DATABASE_URL:-postgresql://postgres@127.0.0.1:5432/postgres}
 url=${server%/*}/$database
-venv=$(cd "$(dirname "$0")/.." && pwd)/.venv
-# CPU seconds of this machine's PostgreSQL server: its live processes plus the exited ones the postmaster reaped.
-server_cpu() {
-  local postmaster ticks=0 fields pid
-  postmaster=$(pgrep -o -x postgres) || { echo "?"; return; }
-  for pid in $(pgrep -x postgres); do
-    fields=($(cut -d')' -f2 "/proc/$pid/stat" 2>/dev/null)) || continue
-    [ ${#fields[@]} -gt 14 ] || continue
-    ticks=$((ticks + fields[11] + fields[12]))
-    [ "$pid" = "$postmaster" ] && ticks=$((ticks + fields[13] + fields[14]))
-  done
-  echo $((ticks / $(getconf CLK_TCK)))
-}
+bench=$(cd "$(dirname "$0")" && pwd)
+venv=$bench/../.venv
+server_cpu() { "$venv/bin/python" "$bench/proc_cpu.py" postgres; }
 psql -q "$server" -c "DROP DATABASE IF EXISTS \"$database\" WITH (FORCE)" -c "CREATE DATABASE \"$database\""
 cd "$checkout"
 export DATABASE_URL=$url SHIPTRACK_STORAGE_DIR=${SHIPTRACK_STORAGE_DIR:-$(mktemp -d)}

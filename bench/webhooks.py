@@ -36,6 +36,7 @@ PROJECT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT))
 
 from bench import webhook_receiver  # noqa: E402
+from bench.proc_cpu import cpu_seconds  # noqa: E402
 from delivery import signing  # noqa: E402
 from models import db, webhooks  # noqa: E402
 
@@ -76,11 +77,9 @@ def backend_cpu(conn, seen):
         pids = [row["pid"] for row in cur.fetchall()]
     conn.commit()
     for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        seen[pid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        seconds = cpu_seconds(pid)
+        if seconds is not None:  # an ended backend keeps what was last seen of it
+            seen[pid] = seconds
 
 
 def make_events(conn, shipments, rounds):
