@@ -15,7 +15,7 @@ from models.free_time_rules import KINDS, resolve_terms
 # clock, in time order (one row per shipment keeps a page of candidates to one round trip; one text lets
 # the at-risk list recognise facts it has already summarised without parsing them: api/free_time.py).
 # An array, not an object: at a million shipments the keys were a tenth of the at-risk statement's time
-# and 40 % of the bytes it returns.  {shipments} picks the ids.
+# and half the bytes it returns.  {shipments} picks the ids.
 _FACTS_SQL = """
 SELECT s.id, json_build_array(
          s.id, s.reference, s.transport_reference, s.transport_type, s.status, s.carrier_name,
