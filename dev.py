@@ -115,6 +115,9 @@ def test(args):
     # A module's tests stay on one worker (--dist loadfile), so a module-scoped database is filled once.
     parallel = [] if any(arg == "-n" or arg.startswith(("-n", "--numprocesses")) for arg in args) \
         else ["-n", "auto", "--dist", "loadfile"]
+    # The embedded server and its database are made here, once, before the workers start: they all
+    # reuse it through DATABASE_URL, and it stops when this process ends.
+    database_url()
     result = subprocess.run([str(PYTHON), "-m", "pytest", *parallel, *args], cwd=ROOT)
     sys.exit(result.returncode)
 

@@ -25,7 +25,13 @@ _pool_lock = threading.Lock()
 
 
 def embedded_database_url(data_dir=EMBEDDED_DATA_DIR, database=EMBEDDED_DATABASE):
-    """Start (or reuse) the embedded PostgreSQL server and return a URL to its database."""
+    """Start (or reuse) the embedded PostgreSQL server and return a URL to its database.
+
+    Safe to call from several processes at once (pytest's workers, gunicorn's, the delivery script):
+    a lock file beside the data folder lets one process at a time make the folder, start the server and
+    create the database; the others then find them made.
+    """
+    import fcntl
     import warnings
 
     # platformdirs warns when XDG_RUNTIME_DIR is unset (servers, CI) and falls back to /tmp: fine here.
@@ -34,8 +40,15 @@ def embedded_database_url(data_dir=EMBEDDED_DATA_DIR, database=EMBEDDED_DATABASE
 
     data_dir = Path(data_dir)
     data_dir.parent.mkdir(parents=True, exist_ok=True)
-    server = get_server(data_dir)
-    conn = psycopg2.connect(server.get_uri(database="postgres"))
+    with open(data_dir.parent / f".{data_dir.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        server = get_server(data_dir)
+        _create_database(server.get_uri(database="postgres"), database)
+    return server.get_uri(database=database)
+
+
+def _create_database(admin_url, database):
+    conn = psycopg2.connect(admin_url)
     conn.autocommit = True
     try:
         with conn.cursor() as cur:
@@ -44,7 +57,6 @@ def embedded_database_url(data_dir=EMBEDDED_DATA_DIR, database=EMBEDDED_DATABASE
                 cur.execute(f'CREATE DATABASE "{database}"')
     finally:
         conn.close()
-    return server.get_uri(database=database)
 
 
 def resolve_database_url(configured=None):
