@@ -89,8 +89,8 @@ def _shipment(shipment):
 
 
 def _timeline(timeline):
-    lines = [f"Timeline of {timeline['shipment_id']}: {len(timeline['legs'])} legs, "
-             f"{len(timeline['events'])} events, {len(timeline['eta_revisions'])} ETA revisions"]
+    lines = [f"Timeline of {timeline['shipment_id']}: {_count(len(timeline['legs']), 'leg')}, "
+             f"{_count(len(timeline['events']), 'event')}, {_count(len(timeline['eta_revisions']), 'ETA revision')}"]
     for leg in timeline["legs"]:
         lines.append(_join(f"leg {leg['position']}", leg.get("transport_type"), leg.get("carrier"),
                            f"{_place(leg['origin'])} → {_place(leg['destination'])}",
@@ -109,9 +109,14 @@ def _timeline(timeline):
     return lines
 
 
+def _count(count, noun):
+    """`1 leg`, `7 events`."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def _days(count, what):
     """`1 day left`, `5 days overdue`."""
-    return f"{count} day{'' if count == 1 else 's'} {what}"
+    return f"{_count(count, 'day')} {what}"
 
 
 def _time_left(clock):
@@ -177,7 +182,7 @@ def _packing_list(packing_list):
         produce = sorted({_join(line.get("produce_name"), line.get("variety")) for line in pallet.get("lines", [])})
         boxes = sum(line.get("box_count") or 0 for line in pallet.get("lines", []))
         lines.append(f"  {pallet['id']} {pallet.get('pallet_number')}: {'; '.join(produce)}, {boxes} boxes, "
-                     f"{len(pallet.get('lines', []))} lines")
+                     f"{_count(len(pallet.get('lines', [])), 'line')}")
     if len(pallets) > MAX_PALLET_LINES:
         lines.append(f"  ... {len(pallets) - MAX_PALLET_LINES} more pallets (full=true lists every line)")
     return lines
