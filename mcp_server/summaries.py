@@ -33,7 +33,13 @@ def _lines(item):
 
 
 def _join(*parts):
-    return " · ".join(str(part) for part in parts if part not in (None, "", []))
+    # Parts are text; `x and f"..."` gives x itself (False, 0, None, []) when x is empty: that part is left out.
+    return " · ".join(part for part in parts if isinstance(part, str) and part)
+
+
+def _counted(*pairs):
+    """`6 pallets, 1354 boxes`: each (unit, number) whose number is known."""
+    return ", ".join(f"{number} {unit}" for unit, number in pairs if number is not None)
 
 
 def _day(value):
@@ -83,8 +89,8 @@ def _shipment(shipment):
 
 
 def _timeline(timeline):
-    lines = [f"Timeline of {timeline['shipment_id']}: {len(timeline['legs'])} legs, "
-             f"{len(timeline['events'])} events, {len(timeline['eta_revisions'])} ETA revisions"]
+    lines = [f"Timeline of {timeline['shipment_id']}: {_count(len(timeline['legs']), 'leg')}, "
+             f"{_count(len(timeline['events']), 'event')}, {_count(len(timeline['eta_revisions']), 'ETA revision')}"]
     for leg in timeline["legs"]:
         lines.append(_join(f"leg {leg['position']}", leg.get("transport_type"), leg.get("carrier"),
                            f"{_place(leg['origin'])} → {_place(leg['destination'])}",
@@ -103,12 +109,35 @@ def _timeline(timeline):
     return lines
 
 
+def _count(count, noun):
+    """`1 leg`, `7 events`."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _days(count, what):
+    """`1 day left`, `5 days overdue`."""
+    return f"{_count(count, 'day')} {what}"
+
+
+def _time_left(clock):
+    """`3 days left` or `2 days overdue` of a clock, or None while it has no last free day."""
+    left = clock.get("days_left")
+    if clock.get("overdue_days"):
+        return _days(clock["overdue_days"], "overdue")
+    return None if left is None else _days(max(left, 0), "left")
+
+
 def _clock(clock):
-    return _join(f"  {clock['kind']}", clock.get("container_number"), clock.get("state"),
-                 clock.get("days_left") is not None and f"{clock['days_left']} days left",
-                 clock.get("overdue_days") and f"{clock['overdue_days']} days overdue",
+    return _join(f"  {clock['kind']}", clock.get("container_number"), clock.get("state"), _time_left(clock),
                  clock.get("last_free_day") and f"last free day {clock['last_free_day']}",
                  clock.get("free_days") is not None and f"{clock['free_days']} free days ({clock.get('free_days_source')})")
+
+
+def _active(clock):
+    """`active: demurrage MSKU1234565 running, 1 day left`."""
+    words = " ".join(part for part in (clock["kind"], clock.get("container_number"), clock.get("state")) if part)
+    left = _time_left(clock)
+    return f"active: {words}" + (f", {left}" if left else "")
 
 
 def _free_time(summary):
@@ -116,8 +145,7 @@ def _free_time(summary):
     head = _join(summary["shipment_id"], summary.get("shipment_reference"),
                  "AT RISK" if summary.get("at_risk") else "not at risk",
                  summary.get("terms_unknown") and "terms unknown",
-                 active and f"active: {active['kind']} {active.get('container_number')} {active.get('state')}"
-                            + (f", {active['days_left']} days left" if active.get("days_left") is not None else ""))
+                 active and _active(active))
     return [head] + [_clock(clock) for clock in summary.get("demurrage", []) + summary.get("detention", [])]
 
 
@@ -141,17 +169,20 @@ def _document_data(data):
 
 def _packing_list(packing_list):
     totals = packing_list.get("totals") or {}
-    lines = [_join(packing_list["id"], packing_list.get("reference"), f"document {packing_list.get('document_id')}",
-                   f"container {packing_list.get('container_id')}",
-                   f"{totals.get('pallets')} pallets, {totals.get('boxes')} boxes, {totals.get('net_weight_kg')} kg net",
-                   f"declared {packing_list.get('declared_box_count')} boxes, "
-                   f"{packing_list.get('declared_net_weight_kg')} kg")]
+    declared = _counted(("boxes", packing_list.get("declared_box_count")),
+                        ("kg", packing_list.get("declared_net_weight_kg")))
+    lines = [_join(packing_list["id"], packing_list.get("reference"),
+                   packing_list.get("document_id") and f"document {packing_list['document_id']}",
+                   packing_list.get("container_id") and f"container {packing_list['container_id']}",
+                   _counted(("pallets", totals.get("pallets")), ("boxes", totals.get("boxes")),
+                            ("kg net", totals.get("net_weight_kg"))),
+                   declared and f"declared {declared}")]
     pallets = packing_list.get("pallets", [])
     for pallet in pallets[:MAX_PALLET_LINES]:
         produce = sorted({_join(line.get("produce_name"), line.get("variety")) for line in pallet.get("lines", [])})
         boxes = sum(line.get("box_count") or 0 for line in pallet.get("lines", []))
         lines.append(f"  {pallet['id']} {pallet.get('pallet_number')}: {'; '.join(produce)}, {boxes} boxes, "
-                     f"{len(pallet.get('lines', []))} lines")
+                     f"{_count(len(pallet.get('lines', [])), 'line')}")
     if len(pallets) > MAX_PALLET_LINES:
         lines.append(f"  ... {len(pallets) - MAX_PALLET_LINES} more pallets (full=true lists every line)")
     return lines
