@@ -6,6 +6,7 @@ import signal
 from config import DEFAULTS, configure_logging, load_config
 from delivery.settings import Settings
 from delivery.worker import DatabaseUnavailable, Dispatcher
+from models.db import DatabaseSetupError
 from models import db
 
 
@@ -27,7 +28,10 @@ def main(argv=None):
     settings = read_settings()
     configure_logging()
     logging.getLogger("delivery").setLevel(logging.DEBUG if args.verbose else logging.INFO)
-    dispatcher = Dispatcher(settings)
+    try:
+        dispatcher = Dispatcher(settings)
+    except DatabaseUnavailable as error:
+        _give_up(error)
 
     def stop(_signum, _frame):
         dispatcher.stop()
@@ -40,10 +44,18 @@ def main(argv=None):
         else:
             dispatcher.run_pass(args.seconds)
     except DatabaseUnavailable as error:
-        logging.getLogger("delivery").error("database unreachable, giving up error=%r", str(error))
-        raise SystemExit(1) from None
+        _give_up(error)
     finally:
         dispatcher.close()
+
+
+def _give_up(error):
+    if isinstance(error, DatabaseSetupError):
+        logging.getLogger("delivery").error("database setup error, exiting (a configuration to fix, not an "
+                                            "outage) error=%r", str(error))
+    else:
+        logging.getLogger("delivery").error("database unreachable, giving up error=%r", str(error))
+    raise SystemExit(1) from None
 
 
 if __name__ == "__main__":
