@@ -3,11 +3,13 @@ import argparse
 import logging
 import signal
 
+import psycopg2
+
 from config import DEFAULTS, configure_logging, load_config
 from delivery.settings import Settings
 from delivery.worker import DatabaseUnavailable, Dispatcher
-from models.db import DatabaseSetupError
 from models import db
+from models.db import DatabaseSetupError
 
 
 def read_settings():
@@ -32,6 +34,8 @@ def main(argv=None):
         dispatcher = Dispatcher(settings)
     except DatabaseUnavailable as error:
         _give_up(error)
+    except psycopg2.OperationalError as error:  # refused, unreachable, not answering within the timeout
+        _give_up(db.unavailable(error))
 
     def stop(_signum, _frame):
         dispatcher.stop()
