@@ -77,7 +77,7 @@ class Dispatcher:
 
     def _connect(self):
         # The claim (two statements sent together) is a transaction by itself: no BEGIN and COMMIT round
-        # trips. Everything else runs in `with self.conn:` blocks, which are transactions (psycopg2 2.9+).
+        # trips. Everything else runs in explicit transactions (db.transaction).
         try:
             conn = db.connect(self.settings.target)
         except psycopg2.Error as error:
@@ -149,7 +149,7 @@ class Dispatcher:
         """Render new events for up to RENDER_SECONDS, so claims keep flowing meanwhile; returns how many."""
         done, until = 0, time.monotonic() + RENDER_SECONDS
         while time.monotonic() < until:
-            with self.conn:
+            with db.transaction(self.conn):
                 count = render_pending(self.conn, self.clock(), RENDER_BATCH)
             done += count
             if count < RENDER_BATCH:
@@ -202,7 +202,7 @@ class Dispatcher:
         self.unrecorded.extend(self._finished())
         done = self.unrecorded
         if done:
-            with self.conn:
+            with db.transaction(self.conn):
                 recording.record(self.conn, [result for _delivery, result in done if result is not None])
         self.unrecorded = []
         for delivery, _result in done:
@@ -294,7 +294,7 @@ class Dispatcher:
     def _idle_timeout(self, idle_seconds):
         if self.in_flight:
             return idle_seconds
-        with self.conn:
+        with db.transaction(self.conn):
             due = webhook_deliveries.next_due_at(self.conn)
         if due is None:
             return idle_seconds

@@ -237,20 +237,20 @@ def checkin(target, conn, broken=False):
 
 
 @contextmanager
-def one_snapshot(conn):
-    """Run the block's statements on one snapshot: an explicit REPEATABLE READ transaction of their own.
+def transaction(conn, isolation_level=psycopg2.extensions.ISOLATION_LEVEL_DEFAULT):
+    """Run the block's statements in one explicit transaction: committed at its end, rolled back on error.
 
-    For the API's autocommit connection. psycopg2 starts the block's transaction with BEGIN ISOLATION
-    LEVEL REPEATABLE READ, so the level costs no statement of its own; the connection is in autocommit
-    again after the block.
+    For an autocommit connection (the API's, the delivery script's), whose statements otherwise commit
+    one by one. psycopg2 opens it with one BEGIN (naming the isolation level, so the level costs no
+    statement of its own); the connection is in autocommit again after the block. On a connection
+    already in a transaction, what came before is committed first.
     """
-    if conn.info.transaction_status != psycopg2.extensions.TRANSACTION_STATUS_IDLE:
-        raise RuntimeError("one_snapshot needs a connection outside any transaction")
+    conn.commit()
     autocommit = conn.autocommit
     conn.autocommit = False
-    conn.isolation_level = psycopg2.extensions.ISOLATION_LEVEL_REPEATABLE_READ
+    conn.isolation_level = isolation_level
     try:
-        yield
+        yield conn
         conn.commit()
     finally:
         # A connection lost in the block is closed: nothing to undo, and the caller sees the loss itself.
@@ -259,6 +259,11 @@ def one_snapshot(conn):
                 conn.rollback()
             conn.isolation_level = psycopg2.extensions.ISOLATION_LEVEL_DEFAULT
             conn.autocommit = autocommit
+
+
+def one_snapshot(conn):
+    """Run the block's statements on one snapshot: a REPEATABLE READ transaction of their own."""
+    return transaction(conn, psycopg2.extensions.ISOLATION_LEVEL_REPEATABLE_READ)
 
 
 def apply_schema(conn):
