@@ -13,6 +13,7 @@ import requests
 
 from tests.conftest import make_app
 from tests.support.factories import auth, make_org, make_token
+from tests.support.pgbouncer import PgBouncer
 from tests.support.processes import gunicorn
 from tests.test_outages import assert_unavailable
 
@@ -67,10 +68,23 @@ def test_gunicorn_answers_503_while_the_database_hangs_and_keeps_its_worker(hang
     assert len(hang.accepted) >= 2, "the service did try the database"
 
 
-def test_a_statement_blocked_by_a_lock_is_a_503(conn, database_url):
+@pytest.fixture(params=[None, "transaction"])
+def api_url(request, server_url, database_url):
+    """(URL, pooler) of the test database: direct, and through PgBouncer in transaction mode."""
+    if request.param is None:
+        yield database_url, None
+        return
+    bouncer = PgBouncer(server_url, request.param).start()
+    yield bouncer.url(database_url), request.param
+    bouncer.close()
+
+
+def test_a_statement_blocked_by_a_lock_is_a_503(conn, api_url):
+    """Through a transaction pooler too: the timeout is SET LOCAL in each transaction there."""
     make_org(conn, "acme")
     token = make_token(conn, 1)
-    app = make_app(database_url, DATABASE_STATEMENT_TIMEOUT=1)
+    url, pooler = api_url
+    app = make_app(url, DATABASE_STATEMENT_TIMEOUT=1, DATABASE_POOLER=pooler)
     client = app.test_client()
     assert client.get("/organization", headers=auth(token)).status_code == 200
     conn.autocommit = False
