@@ -45,7 +45,8 @@ def main():
     bouncer = PgBouncer(server, "transaction").start()
     services = {"direct": (18791, env),
                 "form": (18792, {**env, "SHIPTRACK_DATABASE_POOLER": "transaction"}),
-                "pooled": (18793, {**env, "DATABASE_URL": bouncer.url(url), "SHIPTRACK_DATABASE_POOLER": "transaction"})}
+                "pooled": (18793, {**env, "DATABASE_URL": bouncer.url(url),
+                                   "SHIPTRACK_DATABASE_POOLER": "transaction"})}
     processes = [start_gunicorn(service_env, port, workers=2) for port, service_env in services.values()]
     rates = {name: [] for name in services}
     try:
