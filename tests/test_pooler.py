@@ -180,3 +180,19 @@ def test_a_setup_error_is_named_not_an_outage(bouncer, database_url, caplog):
         assert response.status_code == 503
         errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
         assert len(errors) == 1 and errors[0].startswith("database setup error"), caplog.text
+
+
+@pytest.mark.parametrize("command, words", [
+    (["-m", "delivery", "--seconds", "1"], "database setup error, exiting"),
+    (["-m", "flask", "--app", "app", "db", "status"], "Error: cannot connect to the database: a setup error"),
+])
+def test_the_delivery_script_and_the_cli_name_a_setup_error_in_one_line(bouncer, database_url, command, words):
+    # A database name of its own: PgBouncer keeps clients of a database whose login just failed waiting
+    # (server_login_retry), which the connect timeout then ends.
+    unknown = f"no_such_database_{command[1]}"
+    result = subprocess.run([sys.executable, *command], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "DATABASE_URL": bouncer.url(database_url, database=unknown),
+                                 "SHIPTRACK_DATABASE_POOLER": bouncer.mode})
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0] and unknown in lines[0], result.stderr
