@@ -18,6 +18,7 @@ def create_app(config=None):
     app = Flask(__name__, static_folder=None)
     app.config.update(load_config(config))
     app.config["DATABASE_URL"] = db.resolve_database_url(app.config["DATABASE_URL"])
+    app.extensions["database"] = db.Target.from_config(app.config, "api")  # checks DATABASE_POOLER now
     app.json.sort_keys = False
     app.json.compact = True
 

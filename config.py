@@ -37,6 +37,28 @@ DEFAULTS = {
     "WEBHOOK_LEASE_SECONDS": 300,
     # A cron pass (every minute) claims new work this long, then drains (at most 15 s), before the next starts.
     "WEBHOOK_PASS_SECONDS": 45,
+    # Connections (models/db.py, docs/operations.md "Behind a pooler" and "Timeouts").
+    # Connections a process keeps to the database at most: the API's pool per gunicorn worker.
+    "DATABASE_POOL_SIZE": 8,
+    # The pooler DATABASE_URL goes through: null (none: PostgreSQL itself), "session" or "transaction";
+    # through a transaction pooler nothing lives in a session (no PREPARE, no SET, no LISTEN).
+    "DATABASE_POOLER": None,
+    # A direct URL (past the pooler) for the delivery script's LISTEN alone; null listens on DATABASE_URL,
+    # or not at all through a transaction pooler (then new events are found by polling, every 5 s).
+    "DATABASE_LISTEN_URL": None,
+    # Seconds the API waits for a new connection, and for one statement (then answers 503): both well
+    # inside gunicorn's 30 s worker timeout, so a database that hangs never gets a worker killed.
+    "DATABASE_CONNECT_TIMEOUT": 5,
+    # Seconds one statement of the API may run; its slowest (at-risk free time at a million) takes 0.1 s.
+    "DATABASE_STATEMENT_TIMEOUT": 5,
+    # The delivery script's: it waits out outages by itself (backoff), and renders in batches.
+    "DELIVERY_CONNECT_TIMEOUT": 10,
+    # Seconds one statement of the delivery script may run before its connection is made again.
+    "DELIVERY_STATEMENT_TIMEOUT": 60,
+    # The CLI's: an operator waits at the terminal, so a hanging database is an error after this.
+    "CLI_CONNECT_TIMEOUT": 10,
+    # Seconds one statement of a command may run; 0 is none: migrations and seeding take as long as the data.
+    "CLI_STATEMENT_TIMEOUT": 0,
     # SMTP server for e-mails about disabled endpoints; None logs a warning instead of e-mailing.
     "SMTP_HOST": None,
     # The SMTP port: 25, a local relay without authentication.

@@ -2,11 +2,21 @@
 import logging
 
 import psycopg2
+import psycopg2.extensions
 from flask import current_app, g
 
 from models import db
 
 log = logging.getLogger(__name__)
+
+
+def database():
+    """The API's connection Target (models.db): its URL, pooler, timeouts and pool size from the settings."""
+    config, extensions = current_app.config, current_app.extensions
+    target = extensions.get("database")
+    if target is None or target.url != config["DATABASE_URL"]:
+        target = extensions["database"] = db.Target.from_config(config, "api")
+    return target
 
 
 def get_conn():
@@ -15,11 +25,11 @@ def get_conn():
     It is in autocommit: each statement commits by itself, so the rate-limit count holds its row lock
     only while it runs (a transaction around the request made every request of one token wait for the
     one before to end) and no COMMIT round trip ends a request. A read that needs one snapshot for
-    several statements asks for it (models.db.one_snapshot).
+    several statements opens an explicit transaction for them (models.db.one_snapshot).
     Raises models.db.DatabaseUnavailable when no connection can be made (answered 503).
     """
     if "conn" not in g:
-        g.conn = db.checkout(current_app.config["DATABASE_URL"])
+        g.conn = db.checkout(database())
         g.conn.statement_count = 0
         if not g.conn.autocommit:
             g.conn.autocommit = True
@@ -40,45 +50,44 @@ def first_statements(work):
         try:
             return work(conn)
         except (psycopg2.OperationalError, psycopg2.InterfaceError) as error:
-            if not db.is_disconnect(error, conn):
+            kind = db.classify(error, conn)
+            if kind == db.STATEMENT:
                 raise
-            reason = " ".join(str(error).split())
-            if last_try:
-                raise db.DatabaseUnavailable(reason) from error
-            log.info("pooled connection lost before its first statement (%s); retrying once on a new one", reason)
+            if last_try or kind != db.LOST:
+                raise db.DatabaseUnavailable(db.describe(error)) from error
+            log.info("pooled connection lost before its first statement (%s); retrying once on a new one",
+                     db.describe(error))
             _discard_conn()
 
 
 def _discard_conn():
     conn = g.pop("conn")
-    db.checkin(current_app.config["DATABASE_URL"], conn, broken=True)
+    db.checkin(database(), conn, broken=True)
 
 
 def release_conn(error=None):
-    """Return the request's connection to the pool (in autocommit, counts and pins stuck when written).
+    """Return the request's connection to the pool, ending a transaction an error left open.
 
-    A connection lost meanwhile is closed and dropped from the pool; the response has been decided
-    already, so the loss costs only this request's count (and a first pin, taken again next time).
+    The connection is in autocommit (see get_conn), so nothing is left to commit. A connection lost
+    meanwhile is closed and dropped from the pool; the response has been decided already.
     """
     conn = g.pop("conn", None)
     if conn is None:
         return
     broken = False
     try:
-        if error is None and not conn.closed:
-            conn.commit()
-        elif not conn.closed:
+        if not conn.closed and conn.info.transaction_status != psycopg2.extensions.TRANSACTION_STATUS_IDLE:
             conn.rollback()
     except (psycopg2.OperationalError, psycopg2.InterfaceError) as lost:
-        if not db.is_disconnect(lost, conn):
+        if db.classify(lost, conn) == db.STATEMENT:
             raise
-        log.warning("connection lost at the end of a request: %s", " ".join(str(lost).split()))
+        log.warning("connection lost at the end of a request: %s", db.describe(lost))
         broken = True
     finally:
         recorder = current_app.config.get("STATEMENT_RECORDER")
         if recorder is not None:
             recorder.append(conn.statement_count)
-        db.checkin(current_app.config["DATABASE_URL"], conn, broken=broken)
+        db.checkin(database(), conn, broken=broken)
 
 
 def principal():

@@ -170,15 +170,21 @@ def _from_http_exception(exc):
 
 
 def _database_unavailable(error):
-    log.warning("database unreachable, answered 503: %s", error)
+    if isinstance(error, db.DatabaseSetupError):
+        log.error("database setup error, answered 503 (a configuration to fix, not an outage): %s", error)
+    else:
+        log.warning("database unreachable, answered 503: %s", error)
     return error_response(ServiceUnavailable(current_app.config["DATABASE_RETRY_AFTER"]))
 
 
 def _database_error(error):
-    # Only a lost connection is the database being away; any other error is a bug and stays a 500.
-    if not db.is_disconnect(error, g.get("conn")):
+    # Only a lost connection, a statement timeout or a setup error is the database being away; any other
+    # error is a bug and stays a 500.
+    kind = db.classify(error, g.get("conn"))
+    if kind == db.STATEMENT:
         raise error
-    return _database_unavailable(" ".join(str(error).split()))
+    reason = f"{kind}: {db.describe(error)}"
+    return _database_unavailable(db.DatabaseSetupError(reason) if kind == db.SETUP else reason)
 
 
 def register_error_handlers(app):

@@ -107,7 +107,7 @@ def give_back_count():
     try:
         counts = rate_limits.uncount_request(get_conn(), policies, window_start, limits["window_seconds"])
     except (db.DatabaseUnavailable, psycopg2.OperationalError, psycopg2.InterfaceError) as error:
-        if isinstance(error, psycopg2.Error) and not db.is_disconnect(error, g.get("conn")):
+        if isinstance(error, psycopg2.Error) and db.classify(error, g.get("conn")) == db.STATEMENT:
             raise
         # The 304 is still right; the database went away after the view, so its count stays.
         return

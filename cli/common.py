@@ -17,9 +17,10 @@ def transaction():
     command, not a traceback.
     """
     try:
-        conn = db.connect(current_app.config["DATABASE_URL"])
+        conn = db.connect(db.Target.from_config(current_app.config, "cli"))
     except psycopg2.Error as error:           # refused, unreachable, or not a URL at all (ProgrammingError)
-        raise click.ClickException(f"cannot connect to the database: {' '.join(str(error).split())}") from None
+        setup = "a setup error (to fix: it does not pass by itself): " if db.classify(error) == db.SETUP else ""
+        raise click.ClickException(f"cannot connect to the database: {setup}{db.describe(error)}") from None
     try:
         yield conn
         conn.commit()

@@ -3,10 +3,13 @@ import argparse
 import logging
 import signal
 
+import psycopg2
+
 from config import DEFAULTS, configure_logging, load_config
 from delivery.settings import Settings
 from delivery.worker import DatabaseUnavailable, Dispatcher
 from models import db
+from models.db import DatabaseSetupError
 
 
 def read_settings():
@@ -27,7 +30,12 @@ def main(argv=None):
     settings = read_settings()
     configure_logging()
     logging.getLogger("delivery").setLevel(logging.DEBUG if args.verbose else logging.INFO)
-    dispatcher = Dispatcher(settings)
+    try:
+        dispatcher = Dispatcher(settings)
+    except DatabaseUnavailable as error:
+        _give_up(error)
+    except psycopg2.OperationalError as error:  # refused, unreachable, not answering within the timeout
+        _give_up(db.unavailable(error))
 
     def stop(_signum, _frame):
         dispatcher.stop()
@@ -40,10 +48,18 @@ def main(argv=None):
         else:
             dispatcher.run_pass(args.seconds)
     except DatabaseUnavailable as error:
-        logging.getLogger("delivery").error("database unreachable, giving up error=%r", str(error))
-        raise SystemExit(1) from None
+        _give_up(error)
     finally:
         dispatcher.close()
+
+
+def _give_up(error):
+    if isinstance(error, DatabaseSetupError):
+        logging.getLogger("delivery").error("database setup error, exiting (a configuration to fix, not an "
+                                            "outage) error=%r", str(error))
+    else:
+        logging.getLogger("delivery").error("database unreachable, giving up error=%r", str(error))
+    raise SystemExit(1) from None
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ import logging
 
 from api.ids import PREFIXES, format_id
 from delivery import mailer, retry
-from models import endpoint_health, events, webhook_deliveries, webhooks
+from models import db, endpoint_health, events, webhook_deliveries, webhooks
 
 log = logging.getLogger("delivery")
 
@@ -11,7 +11,7 @@ log = logging.getLogger("delivery")
 def keep_tidy(conn, settings, clock):
     """Retention (30 days of attempts and finished events), then notify_endpoint_admins."""
     before = clock() - retry.RETENTION
-    with conn:
+    with db.transaction(conn):
         attempts = webhook_deliveries.delete_old_attempts(conn, before)
         old = events.delete_old_events(conn, before)
     if attempts or old:
@@ -35,12 +35,12 @@ def notify_endpoint_admins(conn, settings, clock):
 def _email(conn, settings, clock, kind, what, claim, message, mark):
     """Send one e-mail per claimed endpoint and mark it; without SMTP, log and leave it for later."""
     if not settings.smtp_host:
-        with conn:
+        with db.transaction(conn):
             for endpoint in claim():
                 log.warning("%s but SHIPTRACK_SMTP_HOST is not set; admins not e-mailed endpoint_id=%s",
                             what, format_id(PREFIXES["webhook_endpoint"], endpoint["id"]))
         return
-    with conn:
+    with db.transaction(conn):
         for endpoint in claim():
             recipients = webhooks.admin_emails(conn, endpoint["organization_id"])
             if recipients:

@@ -1,27 +1,41 @@
 """What `--watch` hears: a connection LISTENing on the channel the outbox triggers NOTIFY (schema.sql,
 `pg_notify('webhook_events', '')` when an event is written), made again whenever it was lost."""
+import logging
+
 import psycopg2
 
 from models import db
 
 CHANNEL = "webhook_events"
+log = logging.getLogger("delivery")
 
 
 class Listener:
-    """A LISTEN connection, or none while the database is unreachable."""
+    """A LISTEN connection, or none while the database is unreachable (or cannot be listened to)."""
 
-    def __init__(self, database_url):
-        self.database_url = database_url
+    def __init__(self, target):
+        self.target = target
         self.conn = None
+        # A notification goes to the session that listens; a transaction pooler gives that session to
+        # other clients between transactions, so LISTEN through it hears nothing, silently.
+        self.deaf = target.pooler == "transaction"
+        if self.deaf:
+            log.warning("LISTEN cannot work through a transaction pooler: new events are found by polling, "
+                        "about a second late; set DATABASE_LISTEN_URL to a direct URL for sub-second delivery")
 
     def connect(self):
         """Listen on a new connection; True when listening (then anything committed meanwhile is news)."""
+        if self.deaf:
+            return False
         try:
-            conn = db.connect(self.database_url)
+            conn = db.connect(self.target)
             conn.autocommit = True
             with conn.cursor() as cur:
                 cur.execute(f"LISTEN {CHANNEL}")
-        except psycopg2.OperationalError:
+        except psycopg2.OperationalError as error:
+            if db.classify(error) == db.SETUP:
+                log.error("cannot LISTEN, a setup error (new events are found by polling): %s", db.describe(error))
+                self.deaf = True
             return False
         self.conn = conn
         return True

