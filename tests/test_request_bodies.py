@@ -147,7 +147,8 @@ def test_a_large_body_is_refused_before_it_is_read(served, with_token, framing):
     headers = [authorization] if with_token else []
     before = peak_memory_kb(worker)
     if framing == "content-length":
-        head = post([*headers, ACCEPT, JSON]).replace(b"Content-Length: 0", b"Content-Length: %d" % (len(PIECE) * PIECES))
+        head = post([*headers, ACCEPT, JSON]).replace(b"Content-Length: 0",
+                                                      b"Content-Length: %d" % (len(PIECE) * PIECES))
         status, answer_headers, body, seconds = exchange(base, head, [PIECE] * PIECES)
     else:
         head = post([*headers, ACCEPT, JSON, b"Transfer-Encoding: chunked"]).replace(b"Content-Length: 0\r\n", b"")
