@@ -271,3 +271,18 @@ def test_the_largest_real_message_fits_the_limit_with_room(client):
             largest = max(largest, len(json.dumps(message, indent=2).encode()))
     # About 8 KB (q alone is 500 characters escaped as 12 bytes each): the limit is eight times that.
     assert 7_000 < largest < LIMIT // 8
+
+
+# A body whose length gunicorn cannot tell (RFC 9112 6.3): refused before the application is called.
+BAD_FRAMING = [b"Content-Length: -1", b"Content-Length: 1x", b"Content-Length: 2\r\nContent-Length: 3",
+               b"Transfer-Encoding: chunked\r\nContent-Length: 2"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("framing", BAD_FRAMING, ids=["negative", "not-a-number", "two-lengths", "both"])
+def test_body_framing_gunicorn_refuses_is_the_json_error_body(served, framing):
+    base, authorization, _worker = served
+    head = b"\r\n".join([b"POST /mcp HTTP/1.1", b"Host: 127.0.0.1", authorization, ACCEPT, JSON, framing])
+    got, headers, body, _seconds = exchange(base, head + b"\r\n\r\n{}")
+    assert (got, headers["content-type"]) == (400, "application/json")
+    assert strict_json(body)["error"]["code"] == "invalid_parameter"
