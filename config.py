@@ -23,7 +23,7 @@ DEFAULTS = {
     # not_modified_ budgets bound the 304s, which the others do not count, at ten times their request limit.
     "RATE_LIMITS": {"window_seconds": 300, "per_token": 600, "per_ip": 1200, "anonymous_per_ip": 30,
                     "not_modified_per_token": 6000, "not_modified_anonymous_per_ip": 300},
-    # The largest request body read, in bytes (Flask's own key, so werkzeug enforces it as a body streams in).
+    # The largest request body read, in bytes (Flask's own key: request.data and forms are held to it too).
     # The API's GETs take none; the largest JSON-RPC message /mcp is sent, a tools/call with every argument
     # at its longest, is about 8 KB (tests/test_request_bodies.py), so 64 KiB leaves room for any client.
     "MAX_CONTENT_LENGTH": 65536,

@@ -191,7 +191,7 @@ def _from_http_exception(exc):
         allowed = [method for method in ("GET", "HEAD", "POST") if method in (exc.valid_methods or ("GET",))]
         return MethodNotAllowedError(tuple(allowed))
     if isinstance(exc, RequestEntityTooLarge):
-        # A body streamed without Content-Length (chunked) counted past the limit as it was read.
+        # werkzeug's own refusal past MAX_CONTENT_LENGTH, should anything read request.data or a form.
         return RequestTooLarge(current_app.config["MAX_CONTENT_LENGTH"])
     error = InvalidParameter(exc.description or "The request could not be understood.")
     error.status = exc.code if exc.code and 400 <= exc.code < 500 else 400

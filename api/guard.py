@@ -1,4 +1,4 @@
-"""What runs before every view: rate limits, the bearer token, the Service-Version header."""
+"""What runs before every view: rate limits, the size of the body, the bearer token, the Service-Version header."""
 import psycopg2
 from flask import current_app, g, request
 
@@ -46,8 +46,8 @@ def guard_request():
         raise
     principal, policies, counts = g.authentication
     enforce_rate_limits(principal, policies, counts, failed_authentication=token is not None and principal is None)
-    # Refused on its Content-Length alone, before anything reads the body (a chunked one is counted as it
-    # is read: werkzeug stops it at MAX_CONTENT_LENGTH).
+    # Refused on its Content-Length alone, before anything reads the body, on every path (a body streamed
+    # without one is counted as /mcp reads it: mcp_server/http.read_message).
     max_content_length = current_app.config["MAX_CONTENT_LENGTH"]
     if (request.content_length or 0) > max_content_length:
         raise RequestTooLarge(max_content_length)
