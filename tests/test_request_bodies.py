@@ -164,6 +164,32 @@ def test_a_large_body_is_refused_before_it_is_read(served, with_token, framing):
 
 
 WRONG_TYPE = "POST /mcp takes one JSON-RPC message: send it as Content-Type: application/json."
+@pytest.mark.slow
+def test_a_large_body_of_a_request_refused_for_its_headers_is_never_read(served):
+    base, authorization, worker = served
+    before = peak_memory_kb(worker)
+    head = post([authorization, ACCEPT, JSON, b"Service-Version: 1999-01-01", b"Transfer-Encoding: chunked"]
+                ).replace(b"Content-Length: 0\r\n", b"")
+    status, headers, body, seconds = exchange(base, head, chunked([PIECE] * PIECES))
+    assert (status, headers["content-type"]) == (400, "application/json")
+    refused(400, "invalid_version")(body)
+    assert seconds < 1.0 and peak_memory_kb(worker) - before <= 16 * 1024
+
+
+@pytest.mark.slow
+def test_a_large_body_past_the_limit_without_a_token_is_never_read(module_database, tmp_path):
+    limits = {**NO_RATE_LIMITS, "anonymous_per_ip": 1}
+    with module_database() as (_conn, app), gunicorn(app.config["DATABASE_URL"], tmp_path, RATE_LIMITS=limits) as base:
+        worker = worker_pid(base)
+        assert exchange(base, post([ACCEPT, JSON], b"{}"))[0] == 401   # the budget without a token, spent
+        before = peak_memory_kb(worker)
+        head = post([ACCEPT, JSON, b"Transfer-Encoding: chunked"]).replace(b"Content-Length: 0\r\n", b"")
+        status, headers, body, seconds = exchange(base, head, chunked([PIECE] * PIECES))
+        assert (status, headers["content-type"]) == (429, "application/json")
+        refused(429, "rate_limited")(body)
+        assert seconds < 1.0 and peak_memory_kb(worker) - before <= 16 * 1024
+
+
 TOO_LARGE = (f"The request body is larger than {LIMIT} bytes, the most this service reads. POST /mcp takes "
              f"one JSON-RPC message; the API's GET requests take no body.")
 
