@@ -219,6 +219,8 @@ EDGES = {
     "get": (token_request(ACCEPT, method=b"GET"), 405, api_error(405, "method_not_allowed")),
     "delete-no-token": (lambda _: post([], method=b"DELETE"), 405, api_error(405, "method_not_allowed")),
     "put": (token_request(JSON, body=b"{}", method=b"PUT"), 405, api_error(405, "method_not_allowed")),
+    "options": (lambda _: post([b"Origin: https://example.com"], method=b"OPTIONS"), 405,
+                api_error(405, "method_not_allowed")),
     # refused before the body is read: id null, never the body's
     "infinite-id-no-token": (lambda _: post([ACCEPT, JSON], b'{"jsonrpc": "2.0", "id": 1e999999, "method": "x"}'),
                              401, refused(401, "missing_token")),
