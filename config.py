@@ -19,8 +19,14 @@ DEFAULTS = {
     # Retry-After of the 503 answered while the database cannot be reached: a pooled connection is
     # replaced as soon as the server is back, so a short wait is enough, and short enough to poll.
     "DATABASE_RETRY_AFTER": 5,
-    # Requests per window by token, by address, and by address without a token (SPEC: rate limits).
-    "RATE_LIMITS": {"window_seconds": 300, "per_token": 600, "per_ip": 1200, "anonymous_per_ip": 30},
+    # Requests per window by token, by address, and by address without a token (SPEC: rate limits); the
+    # not_modified_ budgets bound the 304s, which the others do not count, at ten times their request limit.
+    "RATE_LIMITS": {"window_seconds": 300, "per_token": 600, "per_ip": 1200, "anonymous_per_ip": 30,
+                    "not_modified_per_token": 6000, "not_modified_anonymous_per_ip": 300},
+    # The largest request body read, in bytes (Flask's own key: request.data and forms are held to it too).
+    # The API's GETs take none; the largest JSON-RPC message /mcp is sent, a tools/call with every argument
+    # at its longest, is about 8 KB (tests/test_request_bodies.py), so 64 KiB leaves room for any client.
+    "MAX_CONTENT_LENGTH": 65536,
     # Proxies in front of the service whose X-Forwarded-For hop is trusted; 0 trusts none (direct exposure).
     "TRUSTED_PROXIES": 0,
     # The service's own domain; it and its subdomains are refused as webhook hosts.

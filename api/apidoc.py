@@ -18,7 +18,9 @@ ERROR_RESPONSES = {
            "valid token share one budget per client address (30 per 5 minutes) and failed authentications (a "
            "wrong, expired or revoked token) count toward it: they are answered 401 `invalid_token` until it is "
            "spent, then 429 with a message saying that failed authentications are counted and when the count "
-           "resets. A valid token from the same address is counted separately and is not held up.",
+           "resets. A valid token from the same address is counted separately and is not held up. 304s are not "
+           "counted against these limits but against a budget of their own, ten times as large; past it the "
+           "message and `RateLimit-Policy` name it (`not_modified_per_token`, `not_modified_anonymous_per_ip`).",
     "503": "The service cannot reach its database (`service_unavailable`); `Retry-After` gives seconds to wait. "
            "It recovers by itself once the database is back. Not counted against the rate limits.",
 }

@@ -4,6 +4,7 @@ import hashlib
 from flask import g, request
 
 from api import guard
+from api.errors import error_response
 
 # What a 304 keeps of the 200's headers (RFC 9110 15.4.5); Service-Version and the RateLimit headers are
 # added after this hook runs, so they are on the 304 too.
@@ -25,13 +26,21 @@ def row_etag(*values):
 
 
 def answer_conditionally(response):
-    """Add the ETag to a 200, turn it into a 304 when If-None-Match matches, and uncount every 304."""
+    """Add the ETag to a 200, turn it into a 304 when If-None-Match matches; a 304 counts in its own budget."""
+    if request.method not in ("GET", "HEAD"):
+        # RFC 9110 13.2.1: If-None-Match turns only a GET or HEAD into a 304; POST /mcp answers with the tool's.
+        return response
     if response.status_code == 200 and "ETag" not in response.headers and not response.direct_passthrough:
         response.set_etag(body_etag(g.get("version"), response.get_data()))
     if response.status_code == 200 and "ETag" in response.headers and if_none_match_matches(response):
         not_modified(response)
+        if request.if_none_match.star_tag:
+            # `*` matches any ETag, so it proves nothing kept from an earlier answer: counted like any request.
+            return response
     if response.status_code == 304:
-        guard.give_back_count()
+        refused = guard.count_not_modified()
+        if refused is not None:
+            return error_response(refused)
     return response
 
 

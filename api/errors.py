@@ -3,7 +3,7 @@ import logging
 
 import psycopg2
 from flask import current_app, g, jsonify
-from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
+from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound, RequestEntityTooLarge
 
 from models import db
 
@@ -35,6 +35,16 @@ class ApiError(Exception):
 
 class InvalidParameter(ApiError):
     """400: a parameter or header is invalid; `param` names it."""
+
+
+class UnsupportedMediaType(InvalidParameter):
+    """415: a request body of a type the endpoint does not read (POST /mcp reads application/json)."""
+
+    status = 415
+    versioned = False
+
+    def __init__(self, message):
+        super().__init__(message, param="Content-Type")
 
 
 class InvalidVersion(ApiError):
@@ -98,15 +108,30 @@ class UnknownRoute(ResourceMissing):
 
 
 class MethodNotAllowedError(ApiError):
-    """405: every endpoint is GET (HEAD is answered as GET)."""
+    """405: every endpoint of the API is GET (HEAD is answered as GET); /mcp is POST."""
 
     status = 405
     code = "method_not_allowed"
     versioned = False
 
-    def __init__(self):
-        super().__init__("Only GET is supported; the API is read-only.",
-                         headers={"Allow": "GET, HEAD"})
+    def __init__(self, allowed=("GET", "HEAD")):
+        if "POST" in allowed:
+            message = "Only POST is supported: /mcp takes one JSON-RPC message per request."
+        else:
+            message = "Only GET is supported; the API is read-only."
+        super().__init__(message, headers={"Allow": ", ".join(allowed)})
+
+
+class RequestTooLarge(ApiError):
+    """413: the request body is larger than MAX_CONTENT_LENGTH; refused before it is read."""
+
+    status = 413
+    code = "request_too_large"
+    versioned = False
+
+    def __init__(self, limit):
+        super().__init__(f"The request body is larger than {limit} bytes, the most this service reads. "
+                         f"POST /mcp takes one JSON-RPC message; the API's GET requests take no body.")
 
 
 class RateLimited(ApiError):
@@ -135,7 +160,7 @@ class ServiceUnavailable(ApiError):
 
 
 ERROR_CLASSES = (InvalidParameter, InvalidVersion, MissingToken, InvalidToken, InsufficientScope,
-                 ResourceMissing, MethodNotAllowedError, RateLimited, ServiceUnavailable)
+                 ResourceMissing, MethodNotAllowedError, RequestTooLarge, RateLimited, ServiceUnavailable)
 
 
 def error_response(error):
@@ -162,7 +187,12 @@ def _from_http_exception(exc):
     if isinstance(exc, NotFound):
         return UnknownRoute("Unrecognized request URL. See the API reference for the available paths.")
     if isinstance(exc, MethodNotAllowed):
-        return MethodNotAllowedError()
+        # HEAD is answered wherever GET is; OPTIONS never is (no CORS pre-flight).
+        allowed = [method for method in ("GET", "HEAD", "POST") if method in (exc.valid_methods or ("GET",))]
+        return MethodNotAllowedError(tuple(allowed))
+    if isinstance(exc, RequestEntityTooLarge):
+        # werkzeug's own refusal past MAX_CONTENT_LENGTH, should anything read request.data or a form.
+        return RequestTooLarge(current_app.config["MAX_CONTENT_LENGTH"])
     error = InvalidParameter(exc.description or "The request could not be understood.")
     error.status = exc.code if exc.code and 400 <= exc.code < 500 else 400
     error.versioned = False

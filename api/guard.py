@@ -1,10 +1,10 @@
-"""What runs before every view: rate limits, the bearer token, the Service-Version header."""
+"""What runs before every view: rate limits, the size of the body, the bearer token, the Service-Version header."""
 import psycopg2
 from flask import current_app, g, request
 
 from api import versions
 from api.context import first_statements, get_conn
-from api.errors import InvalidParameter, InvalidToken, InvalidVersion, MissingToken, RateLimited
+from api.errors import InvalidParameter, InvalidToken, InvalidVersion, MissingToken, RateLimited, RequestTooLarge
 from models import db, organizations, rate_limits, tokens
 
 # Endpoints that need no token (they still count toward the per-IP limit without a token).
@@ -13,6 +13,10 @@ PUBLIC_ENDPOINTS = {"openapi.get_openapi_document", "docs_page.get_docs_page", "
 # GET an MCP tool call makes: mcp_server/http.py). Only code in this process can set it: a client's
 # headers reach the environ as HTTP_* keys.
 COUNTED_BY = "shiptrack.counted_by"
+# The 304 budget of a request limit: its policy is this prefix and the limit's name, its bucket this prefix
+# and the limit's bucket. A RATE_LIMITS setting written without one gets NOT_MODIFIED_TIMES the limit.
+NOT_MODIFIED = "not_modified_"
+NOT_MODIFIED_TIMES = 10
 
 
 def bearer_token():
@@ -42,6 +46,11 @@ def guard_request():
         raise
     principal, policies, counts = g.authentication
     enforce_rate_limits(principal, policies, counts, failed_authentication=token is not None and principal is None)
+    # Refused on its Content-Length alone, before anything reads the body, on every path (a body streamed
+    # without one is counted as /mcp reads it: mcp_server/http.read_message).
+    max_content_length = current_app.config["MAX_CONTENT_LENGTH"]
+    if (request.content_length or 0) > max_content_length:
+        raise RequestTooLarge(max_content_length)
     if request.routing_exception is not None or public:
         return
     if token is None:
@@ -67,7 +76,7 @@ def enforce_rate_limits(principal, policies, counts, failed_authentication=False
     limits = current_app.config["RATE_LIMITS"]
     states = limit_states(policies, counts, limits)
     g.rate_limit = closest_limit(states)
-    # What give_back_count needs to take this request back from the window it was counted in.
+    # What count_not_modified needs to take this request back from the window it was counted in.
     g.rate_limit_counted = (policies, next(iter(counts.values()))[2])
     exceeded = [reset for _policy, _quota, requests_left, reset in states if requests_left < 0]
     if not exceeded:
@@ -82,8 +91,15 @@ def enforce_rate_limits(principal, policies, counts, failed_authentication=False
 
 def limit_states(policies, counts, limits):
     """(policy, quota, requests left, seconds until reset) of each bucket; left is negative past the quota."""
-    return [(policy, limits[policy], limits[policy] - counts[bucket][0], counts[bucket][1])
+    return [(policy, quota(limits, policy), quota(limits, policy) - counts[bucket][0], counts[bucket][1])
             for bucket, policy in policies.items()]
+
+
+def quota(limits, policy):
+    """The requests `policy` allows per window (RATE_LIMITS); a 304 budget left out is NOT_MODIFIED_TIMES its limit."""
+    if policy in limits or not policy.startswith(NOT_MODIFIED):
+        return limits[policy]
+    return NOT_MODIFIED_TIMES * limits[policy.removeprefix(NOT_MODIFIED)]
 
 
 def closest_limit(states):
@@ -93,28 +109,45 @@ def closest_limit(states):
     return policy, quota, max(0, left), resets_in
 
 
-def give_back_count():
-    """Uncount this request (answered 304 Not Modified), so RateLimit shows the state without it.
+def count_not_modified():
+    """Count this request (answered 304 Not Modified) in its 304 budget instead of its limits.
 
-    The count is taken before the view runs and cannot know the answer (the ETag hashes the body the
-    view builds), so a 304 pays a second statement that takes the hit back from the same window.
+    Returns the RateLimited to answer instead when that budget is spent, else None. The count is taken
+    before the view runs and cannot know the answer (the ETag hashes the body the view builds), so a 304
+    pays a second statement that moves the hit within the same window.
     """
     counted = g.pop("rate_limit_counted", None)
     if counted is None:
-        return
+        return None
     policies, window_start = counted
     limits = current_app.config["RATE_LIMITS"]
+    # The token's bucket, or the address's without a valid token: per_ip only ever comes with per_token.
+    bucket, policy = next((bucket, policy) for bucket, policy in policies.items() if policy != "per_ip")
+    budget = (NOT_MODIFIED + policy, quota(limits, NOT_MODIFIED + policy))
     try:
-        counts = rate_limits.uncount_request(get_conn(), policies, window_start, limits["window_seconds"])
+        (hits, resets_in), counts = rate_limits.count_not_modified(
+            get_conn(), policies, NOT_MODIFIED + bucket, window_start, budget[1], limits["window_seconds"])
     except (db.DatabaseUnavailable, psycopg2.OperationalError, psycopg2.InterfaceError) as error:
         if isinstance(error, psycopg2.Error) and db.classify(error, g.get("conn")) == db.STATEMENT:
             raise
         # The 304 is still right; the database went away after the view, so its count stays.
-        return
-    if set(counts) != set(policies):
-        # The window was pruned meanwhile (a request outliving two windows): nothing left to give back.
-        return
-    g.rate_limit = closest_limit(limit_states(policies, counts, limits))
+        return None
+    budget_state = (*budget, budget[1] - hits, resets_in)
+    if hits > budget[1]:
+        g.rate_limit = closest_limit([budget_state])
+        return RateLimited(not_modified_message(policy, limits, resets_in), retry_after=resets_in)
+    if set(counts) == set(policies):  # else the window was pruned meanwhile: nothing was given back
+        g.rate_limit = closest_limit(limit_states(policies, counts, limits) + [budget_state])
+    return None
+
+
+def not_modified_message(policy, limits, retry_after):
+    """The 429 message past a 304 budget: which budget ran out, and that the request limit is not the one."""
+    owner = "this token" if policy == "per_token" else "this address without a valid token"
+    return (f"Too many 304 Not Modified answers for {owner}: they are not counted against its limit of "
+            f"{limits[policy]} requests, but are limited to {quota(limits, NOT_MODIFIED + policy)} per "
+            f"{_duration(limits['window_seconds'])} ({NOT_MODIFIED + policy}). "
+            f"The count resets in {_duration(retry_after, in_minutes=False)} (Retry-After).")
 
 
 def add_rate_limit_headers(response):

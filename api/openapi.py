@@ -106,7 +106,9 @@ def _new_spec():
         "name": "If-None-Match", "required": False, "schema": {"type": "string"},
         "description": "ETags of representations the client holds (RFC 9110: a comma-separated list, `W/` "
                        "prefixes allowed and compared weakly, or `*`): when one is the current `ETag`, the "
-                       "answer is `304 Not Modified` without a body and is not counted against the rate limits."})
+                       "answer is `304 Not Modified` without a body and is not counted against the rate limits but "
+                       "against a budget of 304s ten times as large (`*` matches too, but is counted like any "
+                       "request)."})
     spec.components.header("ETag", {
         "schema": {"type": "string"},
         "description": "Strong validator of this response: a hash of the exact bytes sent and of the version "
@@ -118,7 +120,8 @@ def _new_spec():
     spec.components.header("RateLimitPolicy", {
         "schema": {"type": "string"},
         "description": "The rate limit closest to running out for this request, as a structured-field item: "
-                       "policy name (`per_token`, `per_ip` or `anonymous_per_ip`), quota `q` in requests and "
+                       "policy name (`per_token`, `per_ip` or `anonymous_per_ip`, or on a 304 the budgets of "
+                       "304s `not_modified_per_token` or `not_modified_anonymous_per_ip`), quota `q` in requests and "
                        "window `w` in seconds, e.g. `\"per_token\";q=600;w=300`."})
     spec.components.header("RateLimit", {
         "schema": {"type": "string"},

@@ -7,15 +7,20 @@ same token, limits and messages as any API request. The view then hands the requ
 handler on an event loop of its own, in the same thread; each tool answers with a GET of the API
 (mcp_server/calls.py), which takes the POST's authentication and count as its own (one request of the
 limit, one token check: the GET alone costs as much) and the POST's pooled connection, given back
-before it. Refusals of the guard become JSON-RPC errors carrying the API's message.
+before it. Refusals of the guard become JSON-RPC errors carrying the API's message; the body is read only
+once the request is accepted, and only up to MAX_CONTENT_LENGTH.
 """
 import json
+import math
 
 import anyio
 from flask import Blueprint, Flask, Response, current_app, g, request
+from gunicorn.http.errors import ParseException
+from werkzeug.wsgi import get_input_stream
 
 from api.context import release_conn
-from api.errors import ApiError, ServiceUnavailable, error_response
+from api.errors import (ApiError, InvalidParameter, RequestTooLarge, ServiceUnavailable, UnsupportedMediaType,
+                        error_response)
 from mcp_server.calls import API_REFUSED, CALLER, ApiCaller
 from models import db
 
@@ -25,6 +30,10 @@ SERVER = "shiptrack_mcp_server"
 HOOKS = ("before_request_funcs", "after_request_funcs", "teardown_request_funcs")
 # The request headers a tool's GET carries over from the POST.
 FORWARDED_HEADERS = ("Authorization", "Service-Version")
+# A request body is read in pieces of this size, up to MAX_CONTENT_LENGTH.
+READ_SIZE = 65536
+# JSON-RPC 2.0, section 5.1: invalid JSON was received.
+PARSE_ERROR = -32700
 
 bp = Blueprint("mcp", __name__)
 
@@ -59,7 +68,10 @@ def mount(app):
 @bp.route(PATH, methods=["POST"], provide_automatic_options=False)
 def serve():
     """One JSON-RPC message in, its answer out (202 for a notification), through the SDK's server."""
-    body = request.get_data()
+    body = read_message()
+    refused_number = non_finite_number(body)
+    if refused_number is not None:
+        return refused_number
     caller = ApiCaller(current_app.extensions[API_APP],
                        {name: request.headers[name] for name in FORWARDED_HEADERS if name in request.headers},
                        remote_addr=request.remote_addr or "unknown", before_request=release_conn,
@@ -71,6 +83,53 @@ def serve():
         CALLER.reset(token)
     return Response(content, status=status,
                     headers=[(name, value) for name, value in headers if name.lower() != "content-length"])
+
+
+def read_message():
+    """The request body, read only up to MAX_CONTENT_LENGTH, whether its length is declared or it streams."""
+    # The SDK checks the type after the body is read, and answers a wrong one in plain text.
+    if request.mimetype != "application/json":
+        raise UnsupportedMediaType("POST /mcp takes one JSON-RPC message: send it as Content-Type: "
+                                   "application/json.")
+    limit = current_app.config["MAX_CONTENT_LENGTH"]
+    # Not request.get_data(): werkzeug stops a streamed body at the limit without saying more followed.
+    stream = get_input_stream(request.environ)
+    body = bytearray()
+    try:
+        while len(body) <= limit and (piece := stream.read(min(READ_SIZE, limit + 1 - len(body)))):
+            body += piece
+    except ParseException:
+        # gunicorn reads the chunked framing as the body is read; it is the client's, as a bad header is.
+        raise InvalidParameter("The request body's chunked framing is not valid HTTP.") from None
+    if len(body) > limit:
+        raise RequestTooLarge(limit)
+    return bytes(body)
+
+
+def non_finite_number(body):
+    """The JSON-RPC parse error answering a message holding NaN, Infinity or a number beyond a double, else None.
+
+    Python's JSON (and the SDK's) would read such a number as a float no answer can carry back as JSON.
+    """
+    try:
+        json.loads(body, parse_float=_finite, parse_constant=_finite)
+    except NonFiniteNumber as error:
+        return Response(json.dumps({"jsonrpc": "2.0", "id": None, "error": {
+            "code": PARSE_ERROR, "message": f"Parse error: {error}"}}), status=400, mimetype="application/json")
+    except ValueError:
+        pass  # not JSON at all: the SDK answers its own parse error
+    return None
+
+
+class NonFiniteNumber(ValueError):
+    """A JSON number that is not a finite double."""
+
+
+def _finite(text):
+    value = float(text)
+    if not math.isfinite(value):
+        raise NonFiniteNumber(f"{text[:40]} is not a finite number (JSON numbers must fit a double).")
+    return value
 
 
 def _server():
@@ -127,14 +186,12 @@ async def _exchange(server, scope, body):
 
 @bp.errorhandler(ApiError)
 def refused(error):
-    """A refusal of the guard (401, 429, ...) as a JSON-RPC error; status and headers are the API's."""
+    """A refusal (401, 413, 429, ...) as a JSON-RPC error; status and headers are the API's.
+
+    Its id is null (JSON-RPC 2.0, section 5: the id could not be read): a refused body is never read.
+    """
     response = error_response(error)
-    try:
-        message = json.loads(request.get_data() or b"null")
-    except ValueError:
-        message = None
-    request_id = message.get("id") if isinstance(message, dict) else None
-    response.set_data(json.dumps({"jsonrpc": "2.0", "id": request_id, "error": {
+    response.set_data(json.dumps({"jsonrpc": "2.0", "id": None, "error": {
         "code": API_REFUSED, "message": error.message, "data": {"status": error.status, **error.body()}}}))
     return response
 

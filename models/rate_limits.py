@@ -35,12 +35,29 @@ SELECT h.bucket, b.policy, h.hits, h.window_start, h.resets_in, p.*
 # The count's own columns of each row (SELECT above); the rest are the principal's (tokens.AUTHENTICATE_SQL).
 _COUNT_COLUMNS = frozenset({"bucket", "policy", "hits", "window_start", "resets_in"})
 
-# uncount_request: take back the hit of a request answered 304, in the window it was counted in.
-_UNHIT_SQL = """
-UPDATE rate_limit_counters
-   SET hits = hits - 1
- WHERE bucket = ANY(%(buckets)s::text[]) AND window_start = %(window_start)s AND hits > 0
-RETURNING bucket, hits, """ + _RESETS_IN + """ AS resets_in
+# count_not_modified: a request answered 304 Not Modified is taken back from the buckets it was counted
+# in (their limits do not count 304s) and counted in its 304 budget instead, both in the window it was
+# counted in; past that budget's quota it stays where it was (it is refused, and refused requests count).
+# Rows: the 304 budget's first, then each bucket given back (none past the quota or once pruned).
+_NOT_MODIFIED_SQL = """
+WITH not_modified AS (
+  INSERT INTO rate_limit_counters AS r (bucket, window_start, hits)
+  VALUES (%(not_modified)s, %(window_start)s, 1)
+  ON CONFLICT (bucket, window_start) DO UPDATE SET hits = r.hits + 1
+  RETURNING bucket, hits, window_start
+),
+given_back AS (
+  UPDATE rate_limit_counters c
+     SET hits = c.hits - 1
+    FROM not_modified n
+   WHERE c.bucket = ANY(%(buckets)s::text[]) AND c.window_start = %(window_start)s AND c.hits > 0
+     AND n.hits <= %(quota)s
+  RETURNING c.bucket, c.hits, c.window_start
+)
+SELECT bucket, hits, """ + _RESETS_IN + """ AS resets_in, 0 AS position FROM not_modified
+UNION ALL
+SELECT bucket, hits, """ + _RESETS_IN + """ AS resets_in, 1 AS position FROM given_back
+ORDER BY position
 """
 
 # prune: windows that ended long ago.
@@ -68,8 +85,15 @@ def authenticate_and_count(conn, fingerprint, address, window_seconds):
     return principal, policies, counts
 
 
-def uncount_request(conn, buckets, window_start, window_seconds):
-    """Take back one counted request from each bucket's window `window_start`; counts as authenticate_and_count."""
+def count_not_modified(conn, buckets, not_modified, window_start, quota, window_seconds):
+    """Move a request answered 304 from `buckets` to its 304 budget `not_modified` unless that passes `quota`.
+
+    Returns (hits, seconds until reset) of the 304 budget and the counts of the buckets given back
+    (as authenticate_and_count's; empty past the quota).
+    """
     with conn.cursor() as cur:
-        cur.execute(_UNHIT_SQL, {"buckets": list(buckets), "window_start": window_start, "window": window_seconds})
-        return {row["bucket"]: (row["hits"], max(1, row["resets_in"]), window_start) for row in cur.fetchall()}
+        cur.execute(_NOT_MODIFIED_SQL, {"buckets": list(buckets), "not_modified": not_modified, "quota": quota,
+                                        "window_start": window_start, "window": window_seconds})
+        budget, *given_back = cur.fetchall()
+    counts = {row["bucket"]: (row["hits"], max(1, row["resets_in"]), window_start) for row in given_back}
+    return (budget["hits"], max(1, budget["resets_in"])), counts

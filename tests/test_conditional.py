@@ -7,6 +7,7 @@ import pytest
 from api import versions
 from tests.conftest import make_app
 from tests.support.factories import auth, insert, make_org, make_shipment, make_token
+from tests.support.windows import within_one_window
 
 STRONG = re.compile(r'"[0-9a-f]{32}"')
 
@@ -180,3 +181,82 @@ def test_description_declares_etag_and_304(client):
         assert "content" not in not_modified, path
         expected = {"ETag", "RateLimit-Policy", "RateLimit"} | ({"Service-Version"} if operation["security"] else set())
         assert set(not_modified["headers"]) == expected, path
+
+
+def limited_client(database_url, tmp_path, **limits):
+    """A test client under small limits (RATE_LIMITS replaced whole, as its variable does)."""
+    limits = {"window_seconds": 300, "per_token": 1000, "per_ip": 1000, "anonymous_per_ip": 1000, **limits}
+    return make_app(database_url, RATE_LIMITS=limits, STORAGE_DIR=str(tmp_path / "storage")).test_client()
+
+
+def test_if_none_match_star_is_counted_like_any_request(database_url, tmp_path, conn):
+    org = {"token": make_token(conn, make_org(conn, "acme"))}
+    client = limited_client(database_url, tmp_path, per_token=3)
+    within_one_window(30)
+    # `*` matches whatever is current, so it is a 304, but it proves no earlier answer was kept.
+    for left in (2, 1, 0):
+        response = get(client, "/organization", org, **{"If-None-Match": "*"})
+        assert (response.status_code, remaining(response)) == (304, left)
+    assert get(client, "/organization", org, **{"If-None-Match": "*"}).status_code == 429
+
+
+def not_modified_limited(response, owner, limit, budget, policy):
+    """The 429 past a 304 budget: its message, and RateLimit naming that budget."""
+    resets_in = int(response.headers["Retry-After"])
+    assert response.json == {"error": {"type": "rate_limit_error", "code": "rate_limited", "param": None, "message": (
+        f"Too many 304 Not Modified answers for {owner}: they are not counted against its limit of {limit} "
+        f"requests, but are limited to {budget} per 5 minutes ({policy}). The count resets in {resets_in} "
+        f"second{'' if resets_in == 1 else 's'} (Retry-After).")}}
+    assert response.headers["RateLimit-Policy"] == f'"{policy}";q={budget};w=300'
+    assert response.headers["RateLimit"] == f'"{policy}";r=0;t={resets_in}'
+
+
+def test_304s_have_a_budget_of_their_own(database_url, tmp_path, conn):
+    org = {"token": make_token(conn, make_org(conn, "acme"))}
+    client = limited_client(database_url, tmp_path, per_token=2, not_modified_per_token=3)
+    within_one_window(30)
+    etag = get(client, "/organization", org).headers["ETag"]
+    for left in (2, 1, 0):
+        response = get(client, "/organization", org, **{"If-None-Match": etag})
+        assert response.status_code == 304
+        # The limit closest to running out: the token's (1 left) until the 304 budget has fewer.
+        assert response.headers["RateLimit"].startswith(
+            '"per_token";r=1;' if left >= 1 else '"not_modified_per_token";r=0;')
+    refused = get(client, "/organization", org, **{"If-None-Match": etag})
+    assert refused.status_code == 429 and "Service-Version" not in refused.headers
+    not_modified_limited(refused, "this token", 2, 3, "not_modified_per_token")
+    # The refused request stays counted against the token's limit, as refused requests do.
+    assert get(client, "/organization", org).status_code == 429
+
+
+def test_the_304_budget_is_ten_times_the_limit_unless_set(database_url, tmp_path, conn):
+    org = {"token": make_token(conn, make_org(conn, "acme"))}
+    # A 304 is counted before the view and given back after, so each needs one request of the limit left.
+    client = limited_client(database_url, tmp_path, per_token=2, anonymous_per_ip=2)
+    within_one_window(30)
+    etag = get(client, "/organization", org).headers["ETag"]
+    assert [get(client, "/organization", org, **{"If-None-Match": etag}).status_code
+            for _ in range(20)] == [304] * 20
+    not_modified_limited(get(client, "/organization", org, **{"If-None-Match": etag}), "this token", 2, 20,
+                         "not_modified_per_token")
+    # Without a token: the address's budget, ten times its limit.
+    etag = client.get("/openapi.json").headers["ETag"]
+    assert [client.get("/openapi.json", headers={"If-None-Match": etag}).status_code
+            for _ in range(20)] == [304] * 20
+    not_modified_limited(client.get("/openapi.json", headers={"If-None-Match": etag}),
+                         "this address without a valid token", 2, 20, "not_modified_anonymous_per_ip")
+
+
+def test_conditional_headers_do_not_apply_to_post_mcp(app, client, conn):
+    token = make_token(conn, make_org(conn, "acme"))
+    message = {"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+               "params": {"name": "get_organization", "arguments": {"full": True}}}
+    headers = auth(token, Accept="application/json, text/event-stream", **{"MCP-Protocol-Version": "2025-11-25"})
+    for condition in ("*", client.post("/mcp", json=message, headers=headers).headers.get("ETag", '"x"')):
+        response = client.post("/mcp", json=message, headers={**headers, "If-None-Match": condition})
+        # The tool's answer, never a 304: RFC 9110 turns only GET and HEAD into one.
+        assert response.status_code == 200 and "ETag" not in response.headers
+        assert response.json["result"]["isError"] is False
+    with conn.cursor() as cur:
+        cur.execute("SELECT hits FROM rate_limit_counters WHERE bucket = 'token:1'")
+        assert cur.fetchone()["hits"] == 3

@@ -287,7 +287,8 @@ def test_a_wrong_token_is_an_mcp_error_in_the_apis_words(kind, served, demo_data
         response = requests.post(f"{served}/mcp", json={"jsonrpc": "2.0", "id": 7, "method": "tools/list"},
                                  headers={"Accept": "application/json, text/event-stream"}, timeout=10)
         assert response.status_code == 401 and response.headers["WWW-Authenticate"].startswith("Bearer realm=")
-        assert response.json()["id"] == 7 and response.json()["error"]["data"]["error"]["code"] == "missing_token"
+        # A refused body is never read: the id is null (JSON-RPC 2.0, section 5), which the SDK's client matches.
+        assert response.json()["id"] is None and response.json()["error"]["data"]["error"]["code"] == "missing_token"
 
 
 @pytest.fixture
@@ -337,6 +338,7 @@ def test_mcp_has_no_stream_to_open_and_the_api_keeps_its_routes(served, demo_dat
     # GET /mcp would open the optional server-to-client stream: 405, which the protocol allows.
     response = requests.get(f"{served}/mcp", headers=demo_database.headers, timeout=10)
     assert response.status_code == 405 and response.json()["error"]["code"] == "method_not_allowed"
+    assert response.headers["Allow"] == "POST"
     # /mcp is not an operation of the description, and nothing else moved.
     assert "/mcp" not in requests.get(f"{served}/openapi.json", timeout=10).json()["paths"]
     assert requests.get(f"{served}/mcp.json", headers=demo_database.headers, timeout=10).status_code == 404

@@ -391,7 +391,9 @@ def test_default_limits_are_the_spec_values(database_url):
     from app import create_app
 
     assert create_app({"DATABASE_URL": database_url}).config["RATE_LIMITS"] == {
-        "window_seconds": 300, "per_token": 600, "per_ip": 1200, "anonymous_per_ip": 30}
+        "window_seconds": 300, "per_token": 600, "per_ip": 1200, "anonymous_per_ip": 30,
+        # The 304 budgets: ten times the limit each bounds.
+        "not_modified_per_token": 6000, "not_modified_anonymous_per_ip": 300}
 
 
 def test_openapi_says_failed_authentications_are_counted(client):
