@@ -33,7 +33,8 @@ def two_shipments(conn):
     ("INSERT INTO pallets (shipment_id, packing_list_id, pallet_number) VALUES (%(second)s, %(packing_list)s, 'P2')",
      "pallets_packing_list_fkey"),
     ("UPDATE pallets SET shipment_id = %(second)s WHERE id = %(pallet)s", "pallets_packing_list_fkey"),
-])
+], ids=["line on another shipment's pallet", "line moved alone", "pallet on another shipment's list",
+        "pallet moved alone"])
 def test_a_row_that_would_count_for_another_shipment_is_refused(conn, two_shipments, statement, key):
     with pytest.raises(psycopg2.errors.ForeignKeyViolation, match=key):
         sql(conn, statement % two_shipments)
