@@ -3,7 +3,8 @@
 
 -- First, the rows the new keys would refuse, named, so the writer can fix them and upgrade again:
 -- a packing line on a pallet of another shipment, a pallet on a packing list of another shipment, a
--- row of one organization hanging off another organization's shipment.
+-- packing list read from another shipment's document, a row of one organization hanging off another
+-- organization's shipment.
 DO $$
 DECLARE
   found text[];
@@ -17,6 +18,10 @@ BEGIN
     SELECT format('pallets %s (shipment %s) is on packing list %s of shipment %s',
                   p.id, p.shipment_id, k.id, k.shipment_id)
       FROM pallets p JOIN packing_lists k ON k.id = p.packing_list_id WHERE k.shipment_id <> p.shipment_id
+    UNION ALL
+    SELECT format('packing_lists %s (shipment %s) was read from document %s of shipment %s',
+                  k.id, k.shipment_id, d.id, d.shipment_id)
+      FROM packing_lists k JOIN documents d ON d.id = k.document_id WHERE d.shipment_id <> k.shipment_id
     UNION ALL
     SELECT format('containers %s (organization %s) belongs to shipment %s of organization %s',
                   c.id, c.organization_id, s.id, s.organization_id)
@@ -74,7 +79,11 @@ ALTER TABLE check_runs DROP CONSTRAINT check_runs_shipment_id_fkey,
 ALTER TABLE checks DROP CONSTRAINT checks_shipment_id_fkey,
   ADD CONSTRAINT checks_shipment_organization_fkey FOREIGN KEY (shipment_id, organization_id)
     REFERENCES shipments (id, organization_id) ON UPDATE CASCADE ON DELETE CASCADE DEFERRABLE;
-ALTER TABLE packing_lists ADD CONSTRAINT packing_lists_id_shipment_id_key UNIQUE (id, shipment_id);
+ALTER TABLE documents ADD CONSTRAINT documents_id_shipment_id_key UNIQUE (id, shipment_id);
+ALTER TABLE packing_lists ADD CONSTRAINT packing_lists_id_shipment_id_key UNIQUE (id, shipment_id),
+  DROP CONSTRAINT packing_lists_document_id_fkey,
+  ADD CONSTRAINT packing_lists_document_fkey FOREIGN KEY (document_id, shipment_id)
+    REFERENCES documents (id, shipment_id) ON DELETE SET NULL (document_id);
 ALTER TABLE pallets ADD CONSTRAINT pallets_id_shipment_id_key UNIQUE (id, shipment_id),
   DROP CONSTRAINT pallets_packing_list_id_fkey,
   ADD CONSTRAINT pallets_packing_list_fkey FOREIGN KEY (packing_list_id, shipment_id)

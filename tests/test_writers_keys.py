@@ -40,6 +40,23 @@ def test_a_row_that_would_count_for_another_shipment_is_refused(conn, two_shipme
         sql(conn, statement % two_shipments)
 
 
+def test_a_packing_list_is_read_from_a_document_of_its_own_shipment(conn, two_shipments):
+    org, first, second = two_shipments["org"], two_shipments["first"], two_shipments["second"]
+    elsewhere = insert(conn, "documents", organization_id=org, shipment_id=second, type="packing_list",
+                       filename="other.pdf")
+    with pytest.raises(psycopg2.errors.ForeignKeyViolation, match="packing_lists_document_fkey"):
+        insert(conn, "packing_lists", organization_id=org, shipment_id=first, document_id=elsewhere)
+    own = insert(conn, "documents", organization_id=org, shipment_id=first, type="packing_list", filename="pl.pdf")
+    sql(conn, "UPDATE packing_lists SET document_id = %s WHERE id = %s", own, two_shipments["packing_list"])
+    with pytest.raises(psycopg2.errors.ForeignKeyViolation, match="packing_lists_document_fkey"):
+        sql(conn, "UPDATE documents SET shipment_id = %s WHERE id = %s", second, own)
+    # The document deleted: the packing list stays, on its shipment, read from no document.
+    sql(conn, "DELETE FROM documents WHERE id = %s", own)
+    with conn.cursor() as cur:
+        cur.execute("SELECT shipment_id, document_id FROM packing_lists WHERE id = %s", (two_shipments["packing_list"],))
+        assert cur.fetchone() == {"shipment_id": first, "document_id": None}
+
+
 def test_a_packing_list_moved_to_another_shipment_takes_its_pallets_and_lines(conn, two_shipments):
     loose = insert(conn, "pallets", shipment_id=two_shipments["first"], pallet_number="P9")
     sql(conn, "UPDATE packing_lists SET shipment_id = %s WHERE id = %s", two_shipments["second"],
@@ -69,15 +86,19 @@ def test_the_migration_names_the_rows_that_disagree(blank, tmp_path):  # noqa: F
         line = insert(conn, "packing_lines", pallet_id=pallet, shipment_id=first, line_index=1, produce_name="Kiwi")
         document = insert(conn, "documents", organization_id=other, shipment_id=first, type="invoice",
                           filename="i.pdf")
-        return first, second, packing_list, pallet, line, document
-    first, second, packing_list, pallet, line, document = run_in_transaction(url, disagreeing_rows)
+        elsewhere = insert(conn, "documents", organization_id=acme, shipment_id=second, type="packing_list",
+                           filename="pl.pdf")
+        sql(conn, "UPDATE packing_lists SET document_id = %s WHERE id = %s", elsewhere, packing_list)
+        return first, second, packing_list, pallet, line, document, elsewhere
+    first, second, packing_list, pallet, line, document, elsewhere = run_in_transaction(url, disagreeing_rows)
 
     runner = make_app(url, STORAGE_DIR=str(tmp_path / "storage")).test_cli_runner()
     result = runner.invoke(args=["db", "upgrade"])
     assert (result.exit_code, result.output) == (1, (
-        f"Error: 0012_writers_rows_agree was not applied: migration 12 stopped: 3 row(s) disagree with their "
+        f"Error: 0012_writers_rows_agree was not applied: migration 12 stopped: 4 row(s) disagree with their "
         f"shipment: documents {document} (organization 2) belongs to shipment {first} of organization 1; "
         f"packing_lines {line} (shipment {first}) is on pallet {pallet} of shipment {second}; "
+        f"packing_lists {packing_list} (shipment {first}) was read from document {elsewhere} of shipment {second}; "
         f"pallets {pallet} (shipment {second}) is on packing list {packing_list} of shipment {first}. "
         f"Give each row its pallet's, packing list's or shipment's shipment and organization (or delete it), "
         f"then run `flask --app app db upgrade` again.\n"))
@@ -86,6 +107,7 @@ def test_the_migration_names_the_rows_that_disagree(blank, tmp_path):  # noqa: F
     def fix(conn):
         sql(conn, "UPDATE pallets SET shipment_id = %s WHERE id = %s", first, pallet)
         sql(conn, "UPDATE documents SET organization_id = 1 WHERE id = %s", document)
+        sql(conn, "UPDATE documents SET shipment_id = %s WHERE id = %s", first, elsewhere)
     run_in_transaction(url, fix)
     result = runner.invoke(args=["db", "upgrade"])
     assert result.exit_code == 0 and result.output.startswith("applied 0012_writers_rows_agree")
