@@ -295,8 +295,9 @@ CREATE INDEX IF NOT EXISTS shipments_consignee_trgm ON shipments USING gin (cons
 -- GET /changes: an organization's shipments in the order of their latest change (keyset on both).
 CREATE INDEX IF NOT EXISTS shipments_changes_idx ON shipments (organization_id, change_xid, id) WHERE ever_visible;
 
--- Shipments deleted after they were visible: GET /changes shows them as deleted.  Kept for good
--- (one small row each), so a mirror that polls rarely still learns of every deletion.
+-- Shipments deleted, or moved to another organization, after their organization saw them: GET /changes
+-- shows them as deleted.  Kept for good (one small row each), so a mirror that polls rarely still
+-- learns of every deletion.
 CREATE TABLE IF NOT EXISTS deleted_shipments (
   id              bigint NOT NULL,
   organization_id bigint NOT NULL REFERENCES organizations (id) ON DELETE CASCADE,
