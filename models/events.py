@@ -168,8 +168,8 @@ def delete_old_events(conn, before, limit=5000):
 
 # list_history / get_from_history: GET /events.  Rendered events of the last 30 days (a pending event's bytes
 # do not exist yet; skipped ones are never sent; webhook.test goes to one endpoint and is not history), of
-# shipments the API shows the organization (not one since moved to another), newest first (keyset on id).  Served by events_history_idx, or events_shipment_idx
-# with the shipment filter.  Time bounds compare at the second, as list_shipments does.  delivery_success:
+# shipments the API shows the organization (not one since moved to another), newest first (keyset on id).
+# Served by events_history_idx, or events_shipment_idx with the shipment filter.  Time bounds compare at the second, as list_shipments does.  delivery_success:
 # whether no enabled endpoint is still owed the event (models.webhook_deliveries.NOT_RECEIVED_SQL).
 _HISTORY_SQL = f"""
 SELECT ev.id, ev.body

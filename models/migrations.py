@@ -114,8 +114,8 @@ def upgrade(conn):
                 cur.execute(migration.sql())
             except psycopg2.errors.RaiseException as error:
                 # A migration that checks the rows it is about to constrain names those it refuses (RAISE).
-                raise SchemaMismatch(f"{migration.version:04d}_{migration.name} was not applied: "
-                                     f"{error.diag.message_primary}. {error.diag.message_hint or ''}".rstrip()) from None
+                refusal = f"{error.diag.message_primary}. {error.diag.message_hint or ''}".rstrip()
+                raise SchemaMismatch(f"{migration.version:04d}_{migration.name} was not applied: {refusal}") from None
             cur.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
                         (migration.version, migration.name))
     return pending

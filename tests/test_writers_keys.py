@@ -6,7 +6,8 @@ from models import migrations
 from tests.conftest import make_app
 from tests.support.aggregates import exact, from_scratch, stored
 from tests.support.factories import insert, make_org, make_shipment
-from tests.test_migrations import apply_first_migration, apply_migrations_through, blank, run_in_transaction  # noqa: F401
+from tests.test_migrations import blank  # noqa: F401  (the fixture)
+from tests.test_migrations import apply_first_migration, apply_migrations_through, run_in_transaction
 
 
 def sql(conn, statement, *args):
@@ -53,7 +54,8 @@ def test_a_packing_list_is_read_from_a_document_of_its_own_shipment(conn, two_sh
     # The document deleted: the packing list stays, on its shipment, read from no document.
     sql(conn, "DELETE FROM documents WHERE id = %s", own)
     with conn.cursor() as cur:
-        cur.execute("SELECT shipment_id, document_id FROM packing_lists WHERE id = %s", (two_shipments["packing_list"],))
+        cur.execute("SELECT shipment_id, document_id FROM packing_lists WHERE id = %s",
+                    (two_shipments["packing_list"],))
         assert cur.fetchone() == {"shipment_id": first, "document_id": None}
 
 
