@@ -29,8 +29,9 @@ horizon AS (
 """
 
 # GET /changes: live and deleted shipments after a position, below the horizon, oldest change first.
-# Each branch is one range scan of its (organization_id, change_xid, id) index. A deleted shipment's
-# row is ignored while a shipment of that id exists (an id given again by hand).
+# Each branch is one range scan of its (organization_id, change_xid, id) index. A deletion is ignored
+# while the organization has a shipment of that id it has seen (one moved back, or an id given again
+# by hand): that shipment comes whole instead.
 FEED_SQL = "WITH" + HORIZON_CTES + """,
 live AS (
   SELECT s.id, s.revision, s.change_xid, NOT s.awaiting_approval AND NOT s.owned_elsewhere AS visible
@@ -46,7 +47,8 @@ gone AS (
    WHERE t.organization_id = %(organization_id)s
      AND (t.change_xid, t.id) > (%(after_xid)s::text::xid8, %(after_id)s::bigint)
      AND t.change_xid < (SELECT xmin FROM horizon)
-     AND NOT EXISTS (SELECT 1 FROM shipments s WHERE s.id = t.id)
+     AND NOT EXISTS (SELECT 1 FROM shipments s
+                      WHERE s.id = t.id AND s.organization_id = t.organization_id AND s.ever_visible)
    ORDER BY t.change_xid, t.id
    LIMIT %(limit)s)
 SELECT c.id, c.revision, c.change_xid::text::numeric AS change_xid, c.visible

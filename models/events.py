@@ -168,8 +168,8 @@ def delete_old_events(conn, before, limit=5000):
 
 # list_history / get_from_history: GET /events.  Rendered events of the last 30 days (a pending event's bytes
 # do not exist yet; skipped ones are never sent; webhook.test goes to one endpoint and is not history), of
-# shipments the API shows, newest first (keyset on id).  Served by events_history_idx, or events_shipment_idx
-# with the shipment filter.  Time bounds compare at the second, as list_shipments does.  delivery_success:
+# shipments the API shows the organization (not one since moved to another), newest first (keyset on id).
+# Served by events_history_idx, or events_shipment_idx with the shipment filter.  Time bounds compare at the second, as list_shipments does.  delivery_success:
 # whether no enabled endpoint is still owed the event (models.webhook_deliveries.NOT_RECEIVED_SQL).
 _HISTORY_SQL = f"""
 SELECT ev.id, ev.body
@@ -178,7 +178,7 @@ SELECT ev.id, ev.body
  WHERE ev.organization_id = %(organization_id)s
    AND ev.state = 'rendered' AND ev.type <> 'webhook.test'
    AND ev.created_at >= now() - interval '30 days'
-   AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
+   AND s.organization_id = ev.organization_id AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
    AND (%(event_id)s::bigint IS NULL OR ev.id = %(event_id)s)
    AND (%(types)s::text[] IS NULL OR ev.type = ANY (%(types)s::text[]))
    AND (%(shipment_id)s::bigint IS NULL OR ev.shipment_id = %(shipment_id)s)

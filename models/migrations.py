@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import psycopg2.errors
+
 from models.db import PROJECT_DIR, SCHEMA_PATH
 
 MIGRATIONS_DIR = PROJECT_DIR / "migrations"
@@ -108,7 +110,12 @@ def upgrade(conn):
     with conn.cursor() as cur:
         cur.execute(HISTORY_SQL)
         for migration in pending:
-            cur.execute(migration.sql())
+            try:
+                cur.execute(migration.sql())
+            except psycopg2.errors.RaiseException as error:
+                # A migration that checks the rows it is about to constrain names those it refuses (RAISE).
+                refusal = f"{error.diag.message_primary}. {error.diag.message_hint or ''}".rstrip()
+                raise SchemaMismatch(f"{migration.version:04d}_{migration.name} was not applied: {refusal}") from None
             cur.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
                         (migration.version, migration.name))
     return pending

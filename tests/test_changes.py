@@ -50,7 +50,8 @@ SELECT c.change_xid::text || '.' || c.id AS position
   FROM (SELECT change_xid, id FROM shipments WHERE organization_id = %(org)s AND ever_visible
         UNION ALL
         SELECT change_xid, id FROM deleted_shipments t WHERE organization_id = %(org)s
-           AND NOT EXISTS (SELECT 1 FROM shipments s WHERE s.id = t.id)) c
+           AND NOT EXISTS (SELECT 1 FROM shipments s WHERE s.id = t.id AND s.organization_id = t.organization_id
+                             AND s.ever_visible)) c
  ORDER BY c.change_xid DESC, c.id DESC LIMIT 1
 """
 
