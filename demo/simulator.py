@@ -142,10 +142,9 @@ def new_draft(conn, org):
 
 
 def step(conn, org, rng=random):
-    """One step of the simulation, each change in a transaction of its own; returns a line per change."""
+    """One step of the simulation, each change in a transaction of its own; yields a line per change made."""
     changes = [lambda: advance_status(conn, org) or new_draft(conn, org), lambda: revise_eta(conn, org, rng),
                lambda: run_checks(conn, org, rng), lambda: resolve_old_alert(conn, org)]
-    lines = []
     for change in changes:
         try:
             line = change()
@@ -154,5 +153,4 @@ def step(conn, org, rng=random):
             conn.rollback()
             raise
         if line:
-            lines.append(line)
-    return lines
+            yield line

@@ -40,7 +40,7 @@ def test_a_step_makes_every_kind_of_event_and_moves_the_feed(database_url, conn,
     revisions = {row["id"]: row["revision"] for row in rows(conn, "SELECT id, revision FROM shipments")}
     work = db.connect(database_url)
     try:
-        lines = simulator.step(work, acme, LastChoice())
+        lines = list(simulator.step(work, acme, LastChoice()))
     finally:
         work.close()
     assert [line.split(" ")[1] for line in lines] == ["status", "eta", "checks"]
@@ -84,7 +84,7 @@ def test_old_alerts_are_resolved_and_new_drafts_come_when_nothing_can_move(datab
                         "ORDER BY id LIMIT 1", org=acme)[0]
     work = db.connect(database_url)
     try:
-        lines = simulator.step(work, acme, LastChoice())
+        lines = list(simulator.step(work, acme, LastChoice()))
     finally:
         work.close()
     draft = int(lines[0].split(" ")[0][4:])
