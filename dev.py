@@ -32,7 +32,7 @@ NEEDS = {"test": "dev", "demo": "dev", "smoke": "runtime"}
 STAMP = VENV / ".requirements.sha256"
 
 
-def ensure_venv(kind):
+def ensure_venv(kind="runtime"):
     """Create .venv and install requirements-`kind` when the requirement files changed."""
     if sys.version_info < (3, 11):
         sys.exit("Python 3.11 or newer is needed.")
