@@ -88,6 +88,17 @@ def database_url():
     return url
 
 
+def port_in_use(port):
+    """Whether a server already listens on 127.0.0.1:port."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
 def free_port():
     """A free TCP port on 127.0.0.1."""
     with socket.socket() as sock:
@@ -130,21 +141,26 @@ def supervise(command):
 
 def demo(children):
     """The API, delivery, the demo's receiver and simulator on demo data, until Ctrl-C (docs/demo.md)."""
-    url = database_url()
-    from demo import launch, receiver
-
     port = int(os.environ.get("PORT", "8000"))
     receiver_port = int(os.environ.get("DEMO_RECEIVER_PORT", "8001"))
     every = float(os.environ.get("DEMO_SIMULATE_EVERY", "5"))
+    for variable, value in (("PORT", port), ("DEMO_RECEIVER_PORT", receiver_port)):
+        if port_in_use(value):
+            sys.exit(f"port {value} is in use (another demo?): set {variable} to another")
+    url = database_url()
+    from demo import launch, receiver
+
     ca_bundle, certificate = receiver.certificate(launch.DEMO_DIR)
     receiver_url = f"https://127.0.0.1:{receiver_port}{receiver.PATH}"
     # The demo's processes alone may reach a receiver on 127.0.0.1, trusting the demo's own CA.
     os.environ.update({"SHIPTRACK_WEBHOOK_ALLOWED_NETWORKS": '["127.0.0.1/32"]',
                        "SHIPTRACK_WEBHOOK_CA_BUNDLE": str(ca_bundle), "PYTHONUNBUFFERED": "1"})
     flask("db", "init")
-    if not launch.organization_exists(url):
+    state = launch.seed_state(url)
+    if state != "seeded":
         print("seeding the demo data", flush=True)
-        seeded = flask("demo", "seed", capture=True)  # its advice to make a token is the demo's to follow
+        # --reset takes away what a seed cut short left; the seed's advice to make a token is the demo's to follow.
+        seeded = flask("demo", "seed", *(["--reset"] if state == "incomplete" else []), capture=True)
         print("\n".join(line for line in seeded.splitlines() if " shipments in " in line), flush=True)
     token = launch.saved_token(url)
     if token is None:

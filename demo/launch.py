@@ -17,8 +17,11 @@ ORGANIZATION, OWNER = "acme", "owner@acme.example"
 # The demo's endpoint is the one of acme with this description.
 ENDPOINT_DESCRIPTION = "demo receiver (python3 dev.py demo)"
 
-# Whether the demo organization exists (it is seeded only when it does not).
-ORGANIZATION_EXISTS = "SELECT 1 FROM organizations WHERE slug = %(slug)s"
+# The shipments `flask demo seed` makes by default, per demo organization.
+SEEDED_SHIPMENTS = {"acme": 300, "globex": 40}
+# Shipments per demo organization (the simulator only adds to them).
+SHIPMENT_COUNTS = """SELECT o.slug, count(s.id) AS shipments FROM organizations o
+  LEFT JOIN shipments s ON s.organization_id = o.id WHERE o.slug = ANY(%(slugs)s) GROUP BY o.slug"""
 # The demo's webhook endpoint: its id, URL and state (never its secret).
 DEMO_ENDPOINT = """SELECT e.id, e.url, e.enabled FROM webhook_endpoints e JOIN organizations o ON o.id = e.organization_id
  WHERE o.slug = %(slug)s AND e.description = %(description)s ORDER BY e.id LIMIT 1"""
@@ -34,9 +37,19 @@ def _one(url, statement, params):
         conn.close()
 
 
-def organization_exists(url):
-    """Whether acme is in the database at `url`."""
-    return _one(url, ORGANIZATION_EXISTS, {"slug": ORGANIZATION}) is not None
+def seed_state(url):
+    """'seeded', 'missing' (no demo organization) or 'incomplete' (a seed cut short, say by Ctrl-C)."""
+    conn = db.connect(url)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(SHIPMENT_COUNTS, {"slugs": list(SEEDED_SHIPMENTS)})
+            counts = {row["slug"]: row["shipments"] for row in cur.fetchall()}
+    finally:
+        conn.close()
+    if not counts:
+        return "missing"
+    complete = all(counts.get(slug, 0) >= count for slug, count in SEEDED_SHIPMENTS.items())
+    return "seeded" if complete else "incomplete"
 
 
 def saved_token(url):

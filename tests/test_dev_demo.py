@@ -33,9 +33,9 @@ VERIFIED = re.compile(r"^receiver: (shipment\.[a-z_]+|alert\.created) (shp_\d+) 
 class DemoRun:
     """One `python3 dev.py demo` in `checkout`, its output read line by line as it comes."""
 
-    def __init__(self, checkout):
+    def __init__(self, checkout, port=None):
         self.checkout = checkout
-        self.port, self.receiver_port = free_port(), free_port()
+        self.port, self.receiver_port = port or free_port(), free_port()
         env = {name: value for name, value in os.environ.items()
                if name != "DATABASE_URL" and not name.startswith("SHIPTRACK_")}
         env.update(PORT=str(self.port), DEMO_RECEIVER_PORT=str(self.receiver_port), DEMO_SIMULATE_EVERY="1",
@@ -43,7 +43,8 @@ class DemoRun:
         self.process = subprocess.Popen([sys.executable, "dev.py", "demo"], cwd=checkout, env=env, text=True,
                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self.lines = []
-        threading.Thread(target=self._read, daemon=True).start()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
 
     def _read(self):
         with self.process.stdout:
@@ -206,3 +207,14 @@ def test_a_restart_keeps_the_token_and_makes_nothing_twice(checkout, first_run, 
         assert_nothing_left(run, pids, run.stop(signum), signum)
     finally:
         run.kill()
+
+
+def test_a_port_in_use_is_named_before_anything_starts(checkout):
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        run = DemoRun(checkout, port=taken.getsockname()[1])
+        try:
+            assert run.process.wait(timeout=60) == 1
+            run.reader.join(10)  # the output read to its end
+        finally:
+            run.kill()
+    assert run.lines[-1] == f"port {run.port} is in use (another demo?): set PORT to another"
