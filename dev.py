@@ -155,19 +155,7 @@ def demo(children):
     # The demo's processes alone may reach a receiver on 127.0.0.1, trusting the demo's own CA.
     os.environ.update({"SHIPTRACK_WEBHOOK_ALLOWED_NETWORKS": '["127.0.0.1/32"]',
                        "SHIPTRACK_WEBHOOK_CA_BUNDLE": str(ca_bundle), "PYTHONUNBUFFERED": "1"})
-    flask("db", "init")
-    state = launch.seed_state(url)
-    if state != "seeded":
-        print("seeding the demo data", flush=True)
-        # --reset takes away what a seed cut short left; the seed's advice to make a token is the demo's to follow.
-        seeded = flask("demo", "seed", *(["--reset"] if state == "incomplete" else []), capture=True)
-        print("\n".join(line for line in seeded.splitlines() if " shipments in " in line), flush=True)
-    token = launch.saved_token(url)
-    if token is None:
-        token = flask("tokens", "create", "--org", launch.ORGANIZATION, "--user", launch.OWNER, "--name", "demo",
-                      "--expires", "90d", "--replace", capture=True)
-        launch.keep_token(token)
-    endpoint_id, secret = launch.endpoint(url, receiver_url, flask)
+    token, endpoint_id, secret = demo_data(launch, url, receiver_url)
     os.environ["DEMO_WEBHOOK_SECRET"] = secret
     children.start("receiver", [str(PYTHON), "-m", "demo.receiver", "--port", str(receiver_port),
                                 "--certificate", str(certificate)])
@@ -181,25 +169,49 @@ def demo(children):
     sys.exit(f"the demo's {name} exited; stopping the others")
 
 
+def demo_data(launch, url, receiver_url):
+    """Schema, demo data, token and endpoint, each made only when missing: (token, whe_ id, secret)."""
+    flask("db", "init")
+    state = launch.seed_state(url)
+    if state != "seeded":
+        print("seeding the demo data", flush=True)
+        # --reset takes away what a seed cut short left; the seed's advice to make a token is the demo's to follow.
+        seeded = flask("demo", "seed", *(["--reset"] if state == "incomplete" else []), capture=True)
+        print("\n".join(line for line in seeded.splitlines() if " shipments in " in line), flush=True)
+    token = launch.saved_token(url)
+    if token is None:
+        token = flask("tokens", "create", "--org", launch.ORGANIZATION, "--user", launch.OWNER, "--name", "demo",
+                      "--expires", "90d", "--replace", capture=True)
+        launch.keep_token(token)
+    return (token, *launch.endpoint(url, receiver_url, flask))
+
+
 def test(args):
     """Run the whole test suite on every core (extra arguments go to pytest; `-n 0` runs in one process)."""
     # A module's tests stay on one worker (--dist loadfile), so a module-scoped database is filled once.
     parallel = [] if any(arg == "-n" or arg.startswith(("-n", "--numprocesses")) for arg in args) \
         else ["-n", "auto", "--dist", "loadfile"]
     stop_on_signals()
-    process = None
+    process, code = None, 130
     try:
         # The embedded server and its database are made here, once, before the workers start: they all
         # reuse it through DATABASE_URL, and it stops when this process ends.
         database_url()
         process = subprocess.Popen([str(PYTHON), "-m", "pytest", *parallel, *args], cwd=ROOT)
         code = process.wait()
-    except (KeyboardInterrupt, Stopped):
-        code = 130
+    except KeyboardInterrupt:
+        pass  # Ctrl-C reached pytest and its workers too: they stop by themselves
+    except Stopped as stopped:
+        code = 128 + stopped.args[0]
+        if process is not None:
+            process.terminate()  # SIGTERM and SIGHUP reached this process alone
     finally:
-        if process is not None and process.poll() is None:
-            process.terminate()  # Ctrl-C reached pytest and its workers too; SIGTERM and SIGHUP only this process
-            process.wait()
+        if process is not None:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
     sys.exit(code)
 
 

@@ -23,7 +23,8 @@ SEEDED_SHIPMENTS = {"acme": 300, "globex": 40}
 SHIPMENT_COUNTS = """SELECT o.slug, count(s.id) AS shipments FROM organizations o
   LEFT JOIN shipments s ON s.organization_id = o.id WHERE o.slug = ANY(%(slugs)s) GROUP BY o.slug"""
 # The demo's webhook endpoint: its id, URL and state (never its secret).
-DEMO_ENDPOINT = """SELECT e.id, e.url, e.enabled FROM webhook_endpoints e JOIN organizations o ON o.id = e.organization_id
+DEMO_ENDPOINT = """SELECT e.id, e.url, e.enabled
+  FROM webhook_endpoints e JOIN organizations o ON o.id = e.organization_id
  WHERE o.slug = %(slug)s AND e.description = %(description)s ORDER BY e.id LIMIT 1"""
 
 
