@@ -31,7 +31,10 @@ def _raise_stopped(signum, _frame):
 def stop_on_signals():
     """SIGTERM and SIGHUP (a supervisor, a closed terminal) end the command like Ctrl-C does."""
     signal.signal(signal.SIGTERM, _raise_stopped)
-    signal.signal(signal.SIGHUP, _raise_stopped)
+    # Under nohup SIGHUP comes ignored, and stays so: whoever started us asked to outlive the terminal.
+    # (Python leaves an ignored SIGINT ignored too, as in a background job of a script.)
+    if signal.getsignal(signal.SIGHUP) != signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, _raise_stopped)
 
 
 class Children:
