@@ -84,14 +84,18 @@ def endpoint(url, receiver_url, flask):
         flask("webhooks", "remove", f"whe_{found['id']}", capture=True)
         found = None
     if found is None:
-        endpoint_id, secret = flask("webhooks", "add", "--org", ORGANIZATION, "--url", receiver_url,
-                                    "--events", ",".join(EVENT_TYPES), "--description", ENDPOINT_DESCRIPTION,
-                                    capture=True).split()
-        return endpoint_id, secret
+        made = flask("webhooks", "add", "--org", ORGANIZATION, "--url", receiver_url, "--events",
+                     ",".join(EVENT_TYPES), "--description", ENDPOINT_DESCRIPTION, capture=True).split()
+        return _word(made, "whe_"), _word(made, "whsec_")
     endpoint_id = f"whe_{found['id']}"
     if not found["enabled"]:
         flask("webhooks", "enable", endpoint_id, capture=True)
-    return endpoint_id, flask("webhooks", "reveal-secret", endpoint_id, capture=True)
+    return endpoint_id, _word(flask("webhooks", "reveal-secret", endpoint_id, capture=True).split(), "whsec_")
+
+
+def _word(words, prefix):
+    """The first of a command's words that starts with `prefix` (an id, a secret)."""
+    return next(word for word in words if word.startswith(prefix))
 
 
 def psql_command(url):
