@@ -10,8 +10,8 @@ import click
 from flask import current_app
 from flask.cli import AppGroup
 
-from demo.batches import BATCH_SIZE
 from demo import simulator
+from demo.batches import BATCH_SIZE
 from demo.seed import Options, seed as run_seed
 from models import db
 
