@@ -1,13 +1,19 @@
-"""`flask demo seed`: demo organizations with realistic shipments (see docs/demo-data.md)."""
+"""`flask demo seed`: demo organizations with realistic shipments (docs/demo-data.md); `flask demo simulate`:
+a few of them change every few seconds (docs/demo.md)."""
 import os
-from datetime import timezone
+import random
+import signal
+import time
+from datetime import datetime, timezone
 
 import click
 from flask import current_app
 from flask.cli import AppGroup
 
+from demo import simulator
 from demo.batches import BATCH_SIZE
 from demo.seed import Options, seed as run_seed
+from models import db
 
 demo_cli = AppGroup("demo", help="Demo data.")
 
@@ -35,3 +41,39 @@ def seed(count, other, seed_value, reset, workers, now, batch_size):
     if results:
         click.echo("Create a token with: flask --app app tokens create --org acme --user owner@acme.example "
                    "--name demo --expires 30d")
+
+
+@demo_cli.command("simulate")
+@click.option("--org", "slug", default="acme", show_default=True, help="The organization whose shipments change.")
+@click.option("--every", type=click.FloatRange(min=0.1), default=5.0, show_default=True,
+              help="Seconds between steps.")
+@click.option("--steps", type=click.IntRange(min=1), default=None, help="Stop after this many steps (default: "
+                                                                          "until Ctrl-C or SIGTERM).")
+@click.option("--seed", "seed_value", type=int, default=None, help="Random seed, for the same choices every run.")
+def simulate(slug, every, steps, seed_value):
+    """Change a few shipments every few seconds, as the organization's application would (status, ETA, checks,
+    alerts), so that /changes, /events and webhooks move."""
+    rng = random.Random(seed_value)
+    stopping = []
+    # A SIGTERM ends the loop between steps, so no change is cut in half.
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: stopping.append(True))
+    conn = db.connect(current_app.config["DATABASE_URL"])
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT id FROM organizations WHERE slug = %(slug)s", {"slug": slug})
+            org = cur.fetchone()
+        conn.commit()
+        if org is None:
+            raise click.ClickException(f"no organization {slug} (make it with: flask --app app demo seed)")
+        done = 0
+        while not stopping and (steps is None or done < steps):
+            for line in simulator.step(conn, org["id"], rng):
+                click.echo(f"simulator {datetime.now(timezone.utc):%H:%M:%S} {line}")
+            done += 1
+            deadline = time.monotonic() + every
+            while not stopping and (steps is None or done < steps) and time.monotonic() < deadline:
+                time.sleep(min(0.2, every))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        conn.close()
