@@ -2,6 +2,13 @@
 
 Command-line options (--workers, --bind, logs) still override these; see docs/decisions.md, "HTTP edges".
 """
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from prometheus_client import multiprocess
+
 # Requests gunicorn refuses before the application sees them get the JSON error body, not HTML.
 worker_class = "serving.JsonErrorWorker"
 
@@ -13,3 +20,35 @@ limit_request_line = 8190
 # default bounds any one header line, and the header count, well above what a client needs.
 limit_request_field_size = 8190
 limit_request_fields = 100
+
+# The access log, on by default: one line per request with its route, status, duration, request id and
+# token id (logs.GunicornLogger), in the LOG_FORMAT setting's format like every other line.
+accesslog = "-"
+logger_class = "logs.GunicornLogger"
+
+
+# Metrics (api/metrics.py): every worker writes its counts to files in one folder that any worker's
+# GET /metrics sums. An operator's PROMETHEUS_MULTIPROC_DIR is emptied at start (counts of an earlier
+# run would be summed in); without one, a private folder is made here and removed at exit.
+def on_starting(server):
+    """Make or empty the metrics folder before any worker starts."""
+    folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if not folder:
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="shiptrack-metrics-")
+        server.shiptrack_private_metrics_dir = os.environ["PROMETHEUS_MULTIPROC_DIR"]
+        return
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    for stale in Path(folder).glob("*.db"):
+        stale.unlink()
+
+
+def child_exit(server, worker):
+    """A worker's live gauges go with it; its counters stay in the sums."""
+    multiprocess.mark_process_dead(worker.pid)
+
+
+def on_exit(server):
+    """Remove the private metrics folder."""
+    folder = getattr(server, "shiptrack_private_metrics_dir", None)
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -5,11 +5,13 @@ import psycopg2
 from flask import current_app, g, jsonify
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
+from api import metrics
 from models import db
 
 log = logging.getLogger(__name__)
 
 REALM = "Shipment Tracking API"
+UNKNOWN_ROUTE_MESSAGE = "Unrecognized request URL. See the API reference for the available paths."
 
 
 class ApiError(Exception):
@@ -129,9 +131,10 @@ class ServiceUnavailable(ApiError):
     code = "service_unavailable"
     versioned = False
 
-    def __init__(self, retry_after):
-        super().__init__(f"The service cannot reach its database right now. Retry after the number of seconds "
-                         f"in Retry-After ({retry_after}).", headers={"Retry-After": str(retry_after)})
+    def __init__(self, retry_after, message=None):
+        super().__init__(message or f"The service cannot reach its database right now. Retry after the number of "
+                                    f"seconds in Retry-After ({retry_after}).",
+                         headers={"Retry-After": str(retry_after)})
 
 
 ERROR_CLASSES = (InvalidParameter, InvalidVersion, MissingToken, InvalidToken, InsufficientScope,
@@ -160,7 +163,7 @@ def _from_http_exception(exc):
     if exc.code and exc.code >= 500:
         return InternalError("Something went wrong on our side. Try again later.")
     if isinstance(exc, NotFound):
-        return UnknownRoute("Unrecognized request URL. See the API reference for the available paths.")
+        return UnknownRoute(UNKNOWN_ROUTE_MESSAGE)
     if isinstance(exc, MethodNotAllowed):
         return MethodNotAllowedError()
     error = InvalidParameter(exc.description or "The request could not be understood.")
@@ -170,6 +173,7 @@ def _from_http_exception(exc):
 
 
 def _database_unavailable(error):
+    metrics.DATABASE_ERRORS.labels("unavailable").inc()
     log.warning("database unreachable, answered 503: %s", error)
     return error_response(ServiceUnavailable(current_app.config["DATABASE_RETRY_AFTER"]))
 
@@ -177,6 +181,7 @@ def _database_unavailable(error):
 def _database_error(error):
     # Only a lost connection is the database being away; any other error is a bug and stays a 500.
     if not db.is_disconnect(error, g.get("conn")):
+        metrics.DATABASE_ERRORS.labels("statement").inc()
         raise error
     return _database_unavailable(" ".join(str(error).split()))
 

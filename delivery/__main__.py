@@ -25,7 +25,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     settings = read_settings()
-    configure_logging()
+    configure_logging(load_config()["LOG_FORMAT"])
     logging.getLogger("delivery").setLevel(logging.DEBUG if args.verbose else logging.INFO)
     dispatcher = Dispatcher(settings)
 

@@ -24,7 +24,7 @@ API_APP = "shiptrack_api_app"
 SERVER = "shiptrack_mcp_server"
 HOOKS = ("before_request_funcs", "after_request_funcs", "teardown_request_funcs")
 # The request headers a tool's GET carries over from the POST.
-FORWARDED_HEADERS = ("Authorization", "Service-Version")
+FORWARDED_HEADERS = ("Authorization", "Service-Version", "X-Request-Id")
 
 bp = Blueprint("mcp", __name__)
 
