@@ -7,8 +7,6 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from prometheus_client import multiprocess
-
 # Requests gunicorn refuses before the application sees them get the JSON error body, not HTML.
 worker_class = "serving.JsonErrorWorker"
 
@@ -28,27 +26,30 @@ logger_class = "logs.GunicornLogger"
 
 
 # Metrics (api/metrics.py): every worker writes its counts to files in one folder that any worker's
-# GET /metrics sums. An operator's PROMETHEUS_MULTIPROC_DIR is emptied at start (counts of an earlier
-# run would be summed in); without one, a private folder is made here and removed at exit.
+# GET /metrics sums. prometheus_client picks that mode when it is first imported, so the folder is
+# named here, before anything imports it. An operator's PROMETHEUS_MULTIPROC_DIR is emptied at start
+# (counts of an earlier run would be summed in); without one, a private folder is made and removed at exit.
+PRIVATE_METRICS_DIR = None
+if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    PRIVATE_METRICS_DIR = os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="shiptrack-metrics-")
+
+
 def on_starting(server):
-    """Make or empty the metrics folder before any worker starts."""
-    folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-    if not folder:
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="shiptrack-metrics-")
-        server.shiptrack_private_metrics_dir = os.environ["PROMETHEUS_MULTIPROC_DIR"]
-        return
-    Path(folder).mkdir(parents=True, exist_ok=True)
-    for stale in Path(folder).glob("*.db"):
+    """Empty an operator's metrics folder before any worker starts."""
+    folder = Path(os.environ["PROMETHEUS_MULTIPROC_DIR"])
+    folder.mkdir(parents=True, exist_ok=True)
+    for stale in folder.glob("*.db"):
         stale.unlink()
 
 
 def child_exit(server, worker):
     """A worker's live gauges go with it; its counters stay in the sums."""
+    from prometheus_client import multiprocess
+
     multiprocess.mark_process_dead(worker.pid)
 
 
 def on_exit(server):
     """Remove the private metrics folder."""
-    folder = getattr(server, "shiptrack_private_metrics_dir", None)
-    if folder:
-        shutil.rmtree(folder, ignore_errors=True)
+    if PRIVATE_METRICS_DIR:
+        shutil.rmtree(PRIVATE_METRICS_DIR, ignore_errors=True)

@@ -50,12 +50,12 @@ class TextFormatter(logging.Formatter):
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message, request_id, the record's extra fields, exception."""
+    """One JSON object per line: time, level, logger, pid, message, request_id, the record's extra fields, exception."""
 
     def format(self, record):
         """The record as one line of JSON (a traceback is a string field, never a second line)."""
         entry = {"time": self.formatTime(record), "level": record.levelname, "logger": record.name,
-                 "message": record.getMessage()}
+                 "pid": record.process, "message": record.getMessage()}
         entry.update((key, value) for key, value in vars(record).items() if key not in _RECORD_ATTRIBUTES)
         if entry.get("request_id") is None:
             entry.pop("request_id", None)
