@@ -9,7 +9,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import logs
-from api import probes
+import serving
+from api import observe, probes
 from models import migrations
 from tests.conftest import make_app
 from tests.support.factories import auth, insert, make_org, make_token
@@ -279,3 +280,26 @@ def test_text_lines_end_with_the_request_id():
 def test_an_unknown_log_format_is_refused():
     with pytest.raises(ValueError, match="SHIPTRACK_LOG_FORMAT must be one of text, json, not 'xml'"):
         logs.make_formatter("xml")
+
+
+def test_an_mcp_tool_calls_gets_carry_the_posts_request_id(client, conn, monkeypatch):
+    token = make_token(conn, make_org(conn))
+    seen = []
+    real = observe.request_id
+    monkeypatch.setattr(observe, "request_id", lambda given: seen.append(real(given)) or seen[-1])
+    message = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "get_organization", "arguments": {}}}
+    response = client.post("/mcp", json=message, headers=auth(
+        token, Accept="application/json, text/event-stream",
+        **{"MCP-Protocol-Version": "2025-11-25", "X-Request-Id": "r-tool"}))
+    assert response.status_code == 200 and response.json["result"]["isError"] is False
+    assert response.headers["X-Request-Id"] == "r-tool"
+    assert seen == ["r-tool", "r-tool"]  # the POST, then the GET /organization it made
+
+
+def test_what_gunicorn_refuses_itself_carries_a_request_id_too():
+    from gunicorn.http import errors as http_errors
+
+    error = serving.client_error(http_errors.InvalidRequestLine("x"), None)
+    head = serving.error_bytes(error).partition(b"\r\n\r\n")[0].decode().split("\r\n")
+    [value] = [line.removeprefix("X-Request-Id: ") for line in head if line.startswith("X-Request-Id: ")]
+    assert MADE_ID.fullmatch(value)
