@@ -1,4 +1,4 @@
-"""The service as operations.md runs it: gunicorn workers summed in /metrics, the access log, and haproxy's checks.
+"""The service as operations.md runs it: gunicorn workers summed in /metrics, the access log, haproxy and nginx.
 
 haproxy runs docs/operations.md's own example (ports changed) in front of two gunicorn instances whose
 database is reached through a TCP proxy that the test stops and starts: an outage on demand.
@@ -24,6 +24,7 @@ from tests.support.tcp_proxy import TcpProxy
 
 HAPROXY = shutil.which("haproxy")
 PROMTOOL = shutil.which("promtool")
+NGINX = shutil.which("nginx")
 
 
 @contextmanager
@@ -174,3 +175,20 @@ def test_haproxy_marks_instances_down_while_their_database_is_unreachable(databa
                 stop(haproxy)
     finally:
         proxy.stop()
+
+
+@pytest.mark.skipif(NGINX is None, reason="nginx (Debian's package) is not installed")
+def test_the_nginx_example_is_valid(tmp_path):
+    example = re.search(r"```nginx\n(.*?)```", (ROOT / "docs" / "operations.md").read_text(), re.S).group(1)
+    temp = {name: tmp_path / name for name in ("body", "proxy", "fastcgi", "uwsgi", "scgi")}
+    for folder in temp.values():
+        folder.mkdir()
+    config = (f"pid {tmp_path}/nginx.pid;\nerror_log stderr;\nevents {{}}\nhttp {{\n"
+              f"access_log off;\nclient_body_temp_path {temp['body']};\nproxy_temp_path {temp['proxy']};\n"
+              f"fastcgi_temp_path {temp['fastcgi']};\nuwsgi_temp_path {temp['uwsgi']};\nscgi_temp_path {temp['scgi']};\n"
+              + example.replace("listen 80;", f"listen 127.0.0.1:{free_port()};") + "}\n")
+    (tmp_path / "nginx.conf").write_text(config)
+    result = subprocess.run([NGINX, "-t", "-p", str(tmp_path), "-c", str(tmp_path / "nginx.conf"), "-e", "stderr"],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    assert "test is successful" in result.stderr
