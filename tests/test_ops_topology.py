@@ -35,8 +35,8 @@ def web(database_url, tmp_path, name, workers=1, **settings):
            **{f"SHIPTRACK_{key}": json.dumps(value) for key, value in settings.items()}}
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     access, errors = tmp_path / f"{name}-access.log", tmp_path / f"{name}-error.log"
-    command = [str(Path(sys.executable).parent / "gunicorn"), "-c", "gunicorn.conf.py", "-w", str(workers), "-b", f"127.0.0.1:{port}",
-               "--error-logfile", str(errors), "app:create_app()"]
+    command = [str(Path(sys.executable).parent / "gunicorn"), "-c", "gunicorn.conf.py", "-w", str(workers),
+               "-b", f"127.0.0.1:{port}", "--error-logfile", str(errors), "app:create_app()"]
     with open(access, "w") as out:
         process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.DEVNULL)
     try:
@@ -49,8 +49,8 @@ def web(database_url, tmp_path, name, workers=1, **settings):
 def _answers(url, process):
     assert process.poll() is None, "gunicorn exited"
     try:
-        return requests.get(url, timeout=2).status_code == 200
-    except requests.ConnectionError:
+        return requests.get(url, timeout=5).status_code == 200
+    except requests.RequestException:  # not listening yet, or a worker still booting on a busy machine
         return False
 
 
@@ -185,7 +185,8 @@ def test_the_nginx_example_is_valid(tmp_path):
         folder.mkdir()
     config = (f"pid {tmp_path}/nginx.pid;\nerror_log stderr;\nevents {{}}\nhttp {{\n"
               f"access_log off;\nclient_body_temp_path {temp['body']};\nproxy_temp_path {temp['proxy']};\n"
-              f"fastcgi_temp_path {temp['fastcgi']};\nuwsgi_temp_path {temp['uwsgi']};\nscgi_temp_path {temp['scgi']};\n"
+              f"fastcgi_temp_path {temp['fastcgi']};\nuwsgi_temp_path {temp['uwsgi']};\n"
+              f"scgi_temp_path {temp['scgi']};\n"
               + example.replace("listen 80;", f"listen 127.0.0.1:{free_port()};") + "}\n")
     (tmp_path / "nginx.conf").write_text(config)
     result = subprocess.run([NGINX, "-t", "-p", str(tmp_path), "-c", str(tmp_path / "nginx.conf"), "-e", "stderr"],
