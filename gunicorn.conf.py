@@ -29,9 +29,13 @@ logger_class = "logs.GunicornLogger"
 # GET /metrics sums. prometheus_client picks that mode when it is first imported, so the folder is
 # named here, before anything imports it. An operator's PROMETHEUS_MULTIPROC_DIR is emptied at start
 # (counts of an earlier run would be summed in); without one, a private folder is made and removed at exit.
+# A folder made by another gunicorn started from this environment (the tests start many) is that
+# instance's own, not the operator's: each instance makes its own.
+PRIVATE_MARK = "GUNICORN_SHIPTRACK_PRIVATE_METRICS_DIR"
 PRIVATE_METRICS_DIR = None
-if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-    PRIVATE_METRICS_DIR = os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="shiptrack-metrics-")
+if os.environ.get("PROMETHEUS_MULTIPROC_DIR", "") in ("", os.environ.get(PRIVATE_MARK)):
+    PRIVATE_METRICS_DIR = tempfile.mkdtemp(prefix="shiptrack-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = os.environ[PRIVATE_MARK] = PRIVATE_METRICS_DIR
 
 
 def on_starting(server):

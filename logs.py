@@ -103,7 +103,12 @@ class GunicornLogger(glogging.Logger):
                 handler.addFilter(RequestIdFilter())
 
     def access(self, resp, req, environ, request_time):
-        """One line per request: who, method, path, route, status, duration, request id, token id, bytes."""
+        """One line per request: who, method, path, route, status, duration, request id, token id, bytes.
+
+        An access_log_format given to gunicorn (--access-logformat) is used as gunicorn uses it.
+        """
+        if self.cfg.access_log_format != self.cfg.settings["access_log_format"].default:
+            return super().access(resp, req, environ, request_time)
         if not self.access_log_enabled:
             return
         fields = access_fields(resp, environ, request_time)
@@ -117,6 +122,14 @@ def access_fields(resp, environ, request_time):
     """The access log's fields of one response (the token's id only: a token itself is never logged)."""
     return {"remote_addr": environ.get("REMOTE_ADDR", "-"), "method": environ.get("REQUEST_METHOD"),
             "path": environ.get("PATH_INFO"), "route": environ.get(ENVIRON_ROUTE),
-            "status": resp.status_code, "duration_ms": round(request_time.total_seconds() * 1000, 2),
+            "status": _status_code(resp), "duration_ms": round(request_time.total_seconds() * 1000, 2),
             "request_id": environ.get(ENVIRON_REQUEST_ID), "token_id": environ.get(ENVIRON_TOKEN_ID),
             "bytes": getattr(resp, "sent", None)}
+
+
+def _status_code(resp):
+    # gunicorn's own refusals (serving.py) set the status line without start_response's status_code.
+    code = getattr(resp, "status_code", None)
+    if code is None and resp.status:
+        code = int(str(resp.status).split()[0])
+    return code

@@ -6,9 +6,9 @@ makes and cleans it) and a scrape of any worker sums them all: prometheus_client
 Without it (the Flask test client, `flask run`) the counts are this process's own.
 """
 import logging
-import os
 
 import psycopg2
+from prometheus_client import values
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client import REGISTRY as PROCESS_REGISTRY
 from prometheus_client.core import GaugeMetricFamily
@@ -17,6 +17,10 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from models import db, monitoring
 
 log = logging.getLogger(__name__)
+
+# The mode prometheus_client chose when first imported (PROMETHEUS_MULTIPROC_DIR set then or not): the
+# counts are where that mode writes them, whatever the environment says later.
+MULTIPROCESS = values.ValueClass is not values.MutexValue
 
 # The one route label of a request that matched no URL rule: raw paths would give a series per probe.
 UNMATCHED_ROUTE = "unmatched"
@@ -113,7 +117,7 @@ class _Process:
 def exposition(database_url, timeout_seconds):
     """The text exposition of every metric: every worker's counts and the database gauges, read now."""
     registry = CollectorRegistry()
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    if MULTIPROCESS:
         MultiProcessCollector(registry)
     else:
         registry.register(_Process())
