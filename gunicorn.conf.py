@@ -3,6 +3,7 @@
 Command-line options (--workers, --bind, logs) still override these; see docs/decisions.md, "HTTP edges".
 """
 import os
+import secrets
 import shutil
 import tempfile
 from pathlib import Path
@@ -30,18 +31,29 @@ logger_class = "logs.GunicornLogger"
 # named here, before anything imports it. An operator's PROMETHEUS_MULTIPROC_DIR is emptied at start
 # (counts of an earlier run would be summed in); without one, a private folder is made and removed at exit.
 # A folder made by another gunicorn started from this environment (the tests start many) is that
-# instance's own, not the operator's: each instance makes its own.
+# instance's own, not the operator's; one made by this master is kept when a reload reads this file again.
 PRIVATE_MARK = "GUNICORN_SHIPTRACK_PRIVATE_METRICS_DIR"
-PRIVATE_METRICS_DIR = None
-if os.environ.get("PROMETHEUS_MULTIPROC_DIR", "") in ("", os.environ.get(PRIVATE_MARK)):
-    PRIVATE_METRICS_DIR = tempfile.mkdtemp(prefix="shiptrack-metrics-")
+
+
+def private_metrics_dir():
+    """This instance's own metrics folder (named here, made by on_starting), or None for the operator's."""
+    current = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
+    if current and current != os.environ.get(PRIVATE_MARK):
+        return None
+    if current and Path(current).name.startswith(f"shiptrack-metrics-{os.getpid()}-"):
+        return current
+    return os.path.join(tempfile.gettempdir(), f"shiptrack-metrics-{os.getpid()}-{secrets.token_hex(4)}")
+
+
+PRIVATE_METRICS_DIR = private_metrics_dir()
+if PRIVATE_METRICS_DIR:
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = os.environ[PRIVATE_MARK] = PRIVATE_METRICS_DIR
 
 
 def on_starting(server):
-    """Empty an operator's metrics folder before any worker starts."""
+    """Make the metrics folder, or empty an operator's, before any worker starts."""
     folder = Path(os.environ["PROMETHEUS_MULTIPROC_DIR"])
-    folder.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     for stale in folder.glob("*.db"):
         stale.unlink()
 
