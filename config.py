@@ -95,6 +95,6 @@ def configure_logging(log_format="text"):
 
     Every line written while a request is served names its request id (logs.RequestIdFilter).
     """
-    import logs
+    import logs  # here: logs reads the settings from this module for gunicorn's logger
 
     logging.basicConfig(level=logging.INFO, handlers=[logs.make_handler(log_format)])

@@ -10,6 +10,8 @@ import time
 
 from gunicorn import glogging
 
+from config import load_config
+
 # The X-Request-Id of the request this thread serves (api/observe.py sets it around each request).
 REQUEST_ID = contextvars.ContextVar("request_id", default=None)
 # WSGI environ keys the access log reads: set by api/observe.py and by an after_request hook.
@@ -92,8 +94,6 @@ class GunicornLogger(glogging.Logger):
     def setup(self, cfg):
         """gunicorn's handlers, then the service's formatter and filter on each of them."""
         super().setup(cfg)
-        from config import load_config
-
         log_format = load_config()["LOG_FORMAT"]
         for logger in (self.error_log, self.access_log):
             for handler in logger.handlers:
