@@ -10,8 +10,10 @@ machine does falls on both alike: on a shared machine, back-to-back runs of one 
 differed by more than 20 % between rounds. A closed loop's throughput is the inverse of its time per
 request, so each round prints both instances' requests/s (requests per second of waiting) and the
 ratio on/off; then the median ratio of the rounds (the target: at least 0.97, metrics cost at most 3 %).
+`--control` turns metrics off in both: the ratio two equal instances give on this machine now.
 """
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -94,6 +96,8 @@ def main():
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--shipments", type=int, default=2000, help="demo shipments to seed a new database with")
     parser.add_argument("--database", default="shiptrack_metrics_bench")
+    parser.add_argument("--control", action="store_true",
+                        help="metrics off in both instances: the ratio two equal instances give (the noise floor)")
     args = parser.parse_args()
 
     url, server = bench_url(args.database)
@@ -102,7 +106,8 @@ def main():
     if not has_demo(url):
         seed(server, env, args.shipments, database=args.database)
     token = acme_token(env, "metrics cost")
-    processes = {name: start({**env, "SHIPTRACK_METRICS_ENABLED": "true" if name == "on" else "false"}, port)
+    enabled = {"on": not args.control, "off": False}
+    processes = {name: start({**env, "SHIPTRACK_METRICS_ENABLED": json.dumps(enabled[name])}, port)
                  for name, port in PORTS.items()}
     headers = {"Authorization": f"Bearer {token}"}
     targets = {name: f"http://127.0.0.1:{port}/shipments?limit=100" for name, port in PORTS.items()}
