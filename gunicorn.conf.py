@@ -3,7 +3,6 @@
 Command-line options (--workers, --bind, logs) still override these; see docs/decisions.md, "HTTP edges".
 """
 import os
-import secrets
 import shutil
 import tempfile
 from pathlib import Path
@@ -36,13 +35,13 @@ PRIVATE_MARK = "GUNICORN_SHIPTRACK_PRIVATE_METRICS_DIR"
 
 
 def private_metrics_dir():
-    """This instance's own metrics folder (named here, made by on_starting), or None for the operator's."""
+    """This instance's own metrics folder (made now: every process inheriting the variable needs it), or None."""
     current = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
     if current and current != os.environ.get(PRIVATE_MARK):
         return None
     if current and Path(current).name.startswith(f"shiptrack-metrics-{os.getpid()}-"):
         return current
-    return os.path.join(tempfile.gettempdir(), f"shiptrack-metrics-{os.getpid()}-{secrets.token_hex(4)}")
+    return tempfile.mkdtemp(prefix=f"shiptrack-metrics-{os.getpid()}-")
 
 
 PRIVATE_METRICS_DIR = private_metrics_dir()
@@ -51,7 +50,7 @@ if PRIVATE_METRICS_DIR:
 
 
 def on_starting(server):
-    """Make the metrics folder, or empty an operator's, before any worker starts."""
+    """Make an operator's metrics folder, or empty it, before any worker starts."""
     folder = Path(os.environ["PROMETHEUS_MULTIPROC_DIR"])
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     for stale in folder.glob("*.db"):
