@@ -87,8 +87,8 @@ def refused_limit(rate_limit_header):
 class DatabaseGauges:
     """Reads the database gauges with one bounded statement when collected; none while it is unreachable."""
 
-    def __init__(self, database_url, timeout_seconds):
-        self.database_url = database_url
+    def __init__(self, database, timeout_seconds):
+        self.database = database
         self.timeout_seconds = timeout_seconds
 
     def collect(self):
@@ -106,7 +106,7 @@ class DatabaseGauges:
 
     def _read(self):
         try:
-            conn = db.checkout(self.database_url)
+            conn = db.checkout(self.database)
         except db.DatabaseUnavailable as error:
             log.warning("metrics: database unreachable: %s", error)
             return None
@@ -119,7 +119,7 @@ class DatabaseGauges:
             log.warning("metrics: the gauges' statement failed: %s", " ".join(str(error).split()))
             return None
         finally:
-            db.checkin(self.database_url, conn, broken=broken)
+            db.checkin(self.database, conn, broken=broken)
 
 
 class _Process:
@@ -130,12 +130,12 @@ class _Process:
         return PROCESS_REGISTRY.collect()
 
 
-def exposition(database_url, timeout_seconds):
+def exposition(database, timeout_seconds):
     """The text exposition of every metric: every worker's counts and the database gauges, read now."""
     registry = CollectorRegistry()
     if MULTIPROCESS:
         MultiProcessCollector(registry)
     else:
         registry.register(_Process())
-    registry.register(DatabaseGauges(database_url, timeout_seconds))
+    registry.register(DatabaseGauges(database, timeout_seconds))
     return generate_latest(registry)

@@ -49,7 +49,8 @@ class Observe:
 
     def __init__(self, app):
         self.wsgi_app = app.wsgi_app
-        self.probes = Probes(app.config)
+        # The connection settings the API's requests use (an extension where the app keeps them), else its URL.
+        self.probes = Probes(app.config, app.extensions.get("database") or app.config["DATABASE_URL"])
         self.recording = bool(app.config["METRICS_ENABLED"])
 
     def __call__(self, environ, start_response):

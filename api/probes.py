@@ -33,8 +33,9 @@ def _error(error):
 class Probes:
     """The three paths and their answers; one per process (the readiness answer is cached here)."""
 
-    def __init__(self, config):
+    def __init__(self, config, database):
         self.config = config
+        self.database = database  # what models.db.checkout takes: the API's own connections
         self.networks = [ipaddress.ip_network(network) for network in config["METRICS_ALLOWED_NETWORKS"]]
         self.paths = {"/healthz": self.healthz, "/readyz": self.readyz, "/metrics": self.metrics}
         self._ready = (float("-inf"), None)
@@ -63,7 +64,7 @@ class Probes:
             return answer
 
     def _check_ready(self):
-        url, timeout = self.config["DATABASE_URL"], self.config["PROBE_TIMEOUT_SECONDS"]
+        url, timeout = self.database, self.config["PROBE_TIMEOUT_SECONDS"]
         try:
             conn = db.checkout(url)
         except db.DatabaseUnavailable:
@@ -95,7 +96,7 @@ class Probes:
         """The Prometheus text exposition, to allowed networks only (404 elsewhere, as for any unknown path)."""
         if not self.config["METRICS_ENABLED"] or not self.allowed(environ.get("REMOTE_ADDR")):
             return _error(UnknownRoute(UNKNOWN_ROUTE_MESSAGE))
-        body = metrics.exposition(self.config["DATABASE_URL"], self.config["PROBE_TIMEOUT_SECONDS"])
+        body = metrics.exposition(self.database, self.config["PROBE_TIMEOUT_SECONDS"])
         return 200, [("Content-Type", CONTENT_TYPE_PLAIN_0_0_4), *_NO_STORE], body
 
     def allowed(self, address):
