@@ -2,6 +2,7 @@
 
 Command-line options (--workers, --bind, logs) still override these; see docs/decisions.md, "HTTP edges".
 """
+import atexit
 import os
 import shutil
 import tempfile
@@ -44,9 +45,16 @@ def private_metrics_dir():
     return tempfile.mkdtemp(prefix=f"shiptrack-metrics-{os.getpid()}-")
 
 
+def remove_private_metrics_dir(pid=os.getpid()):
+    """At the exit of the process that made it (gunicorn's master, or a program that read this file)."""
+    if PRIVATE_METRICS_DIR and os.getpid() == pid:  # forked workers inherit this hook; they leave it be
+        shutil.rmtree(PRIVATE_METRICS_DIR, ignore_errors=True)
+
+
 PRIVATE_METRICS_DIR = private_metrics_dir()
 if PRIVATE_METRICS_DIR:
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = os.environ[PRIVATE_MARK] = PRIVATE_METRICS_DIR
+    atexit.register(remove_private_metrics_dir)
 
 
 def on_starting(server):
@@ -62,9 +70,3 @@ def child_exit(server, worker):
     from prometheus_client import multiprocess
 
     multiprocess.mark_process_dead(worker.pid)
-
-
-def on_exit(server):
-    """Remove the private metrics folder."""
-    if PRIVATE_METRICS_DIR:
-        shutil.rmtree(PRIVATE_METRICS_DIR, ignore_errors=True)
