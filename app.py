@@ -3,7 +3,7 @@ from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from api import (alerts, changes, checks, conditional, docs_page, documents, events, free_time, guard,
-                 openapi, organization, packing_lists, shipments, timeline)
+                 observe, openapi, organization, packing_lists, shipments, timeline)
 from api.context import release_conn
 from api.errors import register_error_handlers
 from api.middleware import JsonSuffix
@@ -32,13 +32,16 @@ def create_app(config=None):
     # Registered last, so it runs first: a 304 gives its count back before the RateLimit headers are written.
     app.after_request(conditional.answer_conditionally)
     app.teardown_request(release_conn)
+    app.after_request(observe.note_request)
     register_error_handlers(app)
     register_commands(app)
 
     app.wsgi_app = JsonSuffix(app.wsgi_app)
     # POST /mcp (docs/agents.md): an app of its own with these same hooks, so url_map stays the API's GETs.
     app.wsgi_app = mcp_http.mount(app)
+    # Around everything but ProxyFix: /healthz, /readyz, /metrics, X-Request-Id and the request metrics.
+    app.wsgi_app = observe.Observe(app)
     if app.config["TRUSTED_PROXIES"]:
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=int(app.config["TRUSTED_PROXIES"]))
-    configure_logging()
+    configure_logging(app.config["LOG_FORMAT"])
     return app

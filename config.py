@@ -71,10 +71,21 @@ DEFAULTS = {
     "SMTP_PORT": 25,
     # Sender address of those e-mails, in the service's own domain.
     "SMTP_FROM": "webhooks@shiptrack.example",
+    # Observability (docs/operations.md, "Health checks, metrics and logs").
+    # Log lines: "text" for people, "json" for one JSON object per line (log shippers); every process reads it.
+    "LOG_FORMAT": "text",
+    # GET /metrics and the request metrics; false answers /metrics 404 and records nothing (bench/metrics_cost.py).
+    "METRICS_ENABLED": True,
+    # Networks allowed to read GET /metrics (the address TRUSTED_PROXIES yields); elsewhere it is 404.
+    "METRICS_ALLOWED_NETWORKS": ["127.0.0.0/8", "::1/128"],
+    # The statement of GET /readyz and of a /metrics scrape is cancelled after this long: a check that
+    # waits on a stuck database must answer "not ready" before the load balancer's own timeout.
+    "PROBE_TIMEOUT_SECONDS": 2,
+    # `python -m delivery` serves its own metrics on this port (one per delivery process); None: off.
+    "DELIVERY_METRICS_PORT": None,
+    # The address it listens on: loopback unless a Prometheus on another machine scrapes it.
+    "DELIVERY_METRICS_HOST": "127.0.0.1",
 }
-
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
-
 
 def load_config(overrides=None, environ=None):
     """The settings: DEFAULTS, then $DATABASE_URL, then SHIPTRACK_<KEY> variables, then `overrides`.
@@ -107,6 +118,11 @@ def _set(values, key, value):
     values[tail] = value
 
 
-def configure_logging():
-    """One log line format for the service, its CLI and the delivery script."""
-    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+def configure_logging(log_format="text"):
+    """One log format (the LOG_FORMAT setting) for the service, its CLI and the delivery script.
+
+    Every line written while a request is served names its request id (logs.RequestIdFilter).
+    """
+    import logs  # here: logs reads the settings from this module for gunicorn's logger
+
+    logging.basicConfig(level=logging.INFO, handlers=[logs.make_handler(log_format)])

@@ -2,6 +2,12 @@
 
 Command-line options (--workers, --bind, logs) still override these; see docs/decisions.md, "HTTP edges".
 """
+import atexit
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
 # Requests gunicorn refuses before the application sees them get the JSON error body, not HTML.
 worker_class = "serving.JsonErrorWorker"
 
@@ -13,3 +19,54 @@ limit_request_line = 8190
 # default bounds any one header line, and the header count, well above what a client needs.
 limit_request_field_size = 8190
 limit_request_fields = 100
+
+# The access log, on by default: one line per request with its route, status, duration, request id and
+# token id (logs.GunicornLogger), in the LOG_FORMAT setting's format like every other line.
+accesslog = "-"
+logger_class = "logs.GunicornLogger"
+
+
+# Metrics (api/metrics.py): every worker writes its counts to files in one folder that any worker's
+# GET /metrics sums. prometheus_client picks that mode when it is first imported, so the folder is
+# named here, before anything imports it. An operator's PROMETHEUS_MULTIPROC_DIR is emptied at start
+# (counts of an earlier run would be summed in); without one, a private folder is made and removed at exit.
+# A folder made by another gunicorn started from this environment (the tests start many) is that
+# instance's own, not the operator's; one made by this master is kept when a reload reads this file again.
+PRIVATE_MARK = "GUNICORN_SHIPTRACK_PRIVATE_METRICS_DIR"
+
+
+def private_metrics_dir():
+    """This instance's own metrics folder (made now: every process inheriting the variable needs it), or None."""
+    current = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
+    if current and current != os.environ.get(PRIVATE_MARK):
+        return None
+    if current and Path(current).name.startswith(f"shiptrack-metrics-{os.getpid()}-"):
+        return current
+    return tempfile.mkdtemp(prefix=f"shiptrack-metrics-{os.getpid()}-")
+
+
+def remove_private_metrics_dir(pid=os.getpid()):
+    """At the exit of the process that made it (gunicorn's master, or a program that read this file)."""
+    if PRIVATE_METRICS_DIR and os.getpid() == pid:  # forked workers inherit this hook; they leave it be
+        shutil.rmtree(PRIVATE_METRICS_DIR, ignore_errors=True)
+
+
+PRIVATE_METRICS_DIR = private_metrics_dir()
+if PRIVATE_METRICS_DIR:
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = os.environ[PRIVATE_MARK] = PRIVATE_METRICS_DIR
+    atexit.register(remove_private_metrics_dir)
+
+
+def on_starting(server):
+    """Make an operator's metrics folder, or empty it, before any worker starts."""
+    folder = Path(os.environ["PROMETHEUS_MULTIPROC_DIR"])
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for stale in folder.glob("*.db"):
+        stale.unlink()
+
+
+def child_exit(server, worker):
+    """A worker's live gauges go with it; its counters stay in the sums."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)

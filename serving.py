@@ -9,6 +9,7 @@ from gunicorn.http.wsgi import Response, default_environ
 from gunicorn.workers.sync import SyncWorker
 
 from api.errors import InternalError, InvalidParameter
+from api.observe import request_id
 
 # gunicorn.workers.base.Worker.handle_error answers these as the client's fault (with HTML); so do we,
 # as 400 invalid_parameter: the spec's status for "a parameter or header is invalid".
@@ -52,7 +53,7 @@ def error_bytes(error):
     """A complete HTTP/1.1 response carrying `error`'s JSON body; the connection closes after it."""
     body = json.dumps(error.body(), separators=(",", ":")).encode()
     head = (f"HTTP/1.1 {status_line(error)}\r\nConnection: close\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n")
+            f"X-Request-Id: {request_id(None)}\r\nContent-Length: {len(body)}\r\n\r\n")
     return head.encode("latin-1") + body
 
 

@@ -5,11 +5,13 @@ import psycopg2
 from flask import current_app, g, jsonify
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound, RequestEntityTooLarge
 
+from api import metrics
 from models import db
 
 log = logging.getLogger(__name__)
 
 REALM = "Shipment Tracking API"
+UNKNOWN_ROUTE_MESSAGE = "Unrecognized request URL. See the API reference for the available paths."
 
 
 class ApiError(Exception):
@@ -154,9 +156,10 @@ class ServiceUnavailable(ApiError):
     code = "service_unavailable"
     versioned = False
 
-    def __init__(self, retry_after):
-        super().__init__(f"The service cannot reach its database right now. Retry after the number of seconds "
-                         f"in Retry-After ({retry_after}).", headers={"Retry-After": str(retry_after)})
+    def __init__(self, retry_after, message=None):
+        super().__init__(message or f"The service cannot reach its database right now. Retry after the number of "
+                                    f"seconds in Retry-After ({retry_after}).",
+                         headers={"Retry-After": str(retry_after)})
 
 
 ERROR_CLASSES = (InvalidParameter, InvalidVersion, MissingToken, InvalidToken, InsufficientScope,
@@ -185,7 +188,7 @@ def _from_http_exception(exc):
     if exc.code and exc.code >= 500:
         return InternalError("Something went wrong on our side. Try again later.")
     if isinstance(exc, NotFound):
-        return UnknownRoute("Unrecognized request URL. See the API reference for the available paths.")
+        return UnknownRoute(UNKNOWN_ROUTE_MESSAGE)
     if isinstance(exc, MethodNotAllowed):
         # HEAD is answered wherever GET is; OPTIONS never is (no CORS pre-flight).
         allowed = [method for method in ("GET", "HEAD", "POST") if method in (exc.valid_methods or ("GET",))]
@@ -200,6 +203,7 @@ def _from_http_exception(exc):
 
 
 def _database_unavailable(error):
+    metrics.DATABASE_ERRORS.labels("unavailable").inc()
     if isinstance(error, db.DatabaseSetupError):
         log.error("database setup error, answered 503 (a configuration to fix, not an outage): %s", error)
     else:
@@ -212,6 +216,7 @@ def _database_error(error):
     # error is a bug and stays a 500.
     kind = db.classify(error, g.get("conn"))
     if kind == db.STATEMENT:
+        metrics.DATABASE_ERRORS.labels("statement").inc()
         raise error
     reason = f"{kind}: {db.describe(error)}"
     return _database_unavailable(db.DatabaseSetupError(reason) if kind == db.SETUP else reason)

@@ -6,6 +6,7 @@ import signal
 import psycopg2
 
 from config import DEFAULTS, configure_logging, load_config
+from delivery import metrics as delivery_metrics
 from delivery.settings import Settings
 from delivery.worker import DatabaseUnavailable, Dispatcher
 from models import db
@@ -28,7 +29,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     settings = read_settings()
-    configure_logging()
+    config = load_config()
+    configure_logging(config["LOG_FORMAT"])
+    delivery_metrics.serve(config)
     logging.getLogger("delivery").setLevel(logging.DEBUG if args.verbose else logging.INFO)
     try:
         dispatcher = Dispatcher(settings)

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 import psycopg2
 
 from api.ids import PREFIXES, format_id
-from delivery import housekeeping, recording
+from delivery import housekeeping, metrics, recording
 from delivery.attempts import send_delivery, utcnow
 from delivery.listener import Listener
 from delivery.outbox import RENDER_BATCH, render_pending
@@ -177,6 +177,7 @@ class Dispatcher:
                           format_id(PREFIXES["webhook_event"], delivery.event_id),
                           format_id(PREFIXES["webhook_endpoint"], delivery.endpoint_id))
             result = None
+        metrics.observe_attempt(result)
         self.results.put((delivery, result))
         if self.wakeup.asleep:  # a write per request would cost the loop the lock while it is busy anyway
             self.wakeup.wake()

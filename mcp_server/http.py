@@ -29,7 +29,7 @@ API_APP = "shiptrack_api_app"
 SERVER = "shiptrack_mcp_server"
 HOOKS = ("before_request_funcs", "after_request_funcs", "teardown_request_funcs")
 # The request headers a tool's GET carries over from the POST.
-FORWARDED_HEADERS = ("Authorization", "Service-Version")
+FORWARDED_HEADERS = ("Authorization", "Service-Version", "X-Request-Id")
 # A request body is read in pieces of this size, up to MAX_CONTENT_LENGTH.
 READ_SIZE = 65536
 # JSON-RPC 2.0, section 5.1: invalid JSON was received.

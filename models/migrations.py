@@ -140,10 +140,18 @@ def describe(pending):
 
 def require_current(conn):
     """Raise SchemaMismatch unless the database has every migration this code has and no newer one."""
-    done, known = applied_versions(conn), len(available())
-    newest = max(done, default=0)
+    done = applied_versions(conn)
+    problem = version_problem(len(done), max(done, default=0))
+    if problem is not None:
+        raise SchemaMismatch(problem)
+
+
+def version_problem(applied, newest):
+    """Why a database with `applied` migrations, the newest numbered `newest`, does not fit this code; None if it does."""
+    known = len(available())
     if newest > known:
-        raise SchemaMismatch(f"the database is at schema version {newest}, newer than this code knows ({known})")
-    if len(done) < known:
-        raise SchemaMismatch(f"the database is at schema version {newest} and this code needs {known}: "
-                             f"run `flask --app app db upgrade`")
+        return f"the database is at schema version {newest}, newer than this code knows ({known})"
+    if applied < known:
+        return (f"the database is at schema version {newest} and this code needs {known}: "
+                f"run `flask --app app db upgrade`")
+    return None

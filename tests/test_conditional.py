@@ -78,7 +78,8 @@ def test_304_headers_and_empty_body(client, org):
     response = get(client, "/shipments/shp_1", org, **{"If-None-Match": full.headers["ETag"]})
     assert response.status_code == 304
     assert response.data == b""
-    assert sorted(response.headers.keys()) == ["ETag", "RateLimit", "RateLimit-Policy", "Service-Version"]
+    assert sorted(response.headers.keys()) == ["ETag", "RateLimit", "RateLimit-Policy", "Service-Version",
+                                               "X-Request-Id"]
     assert response.headers["ETag"] == full.headers["ETag"]
     assert response.headers["Service-Version"] == full.headers["Service-Version"]
     assert response.headers["RateLimit-Policy"] == full.headers["RateLimit-Policy"]
@@ -156,7 +157,7 @@ def test_file_etag_and_304(conn, client, org, document):
     assert response.status_code == 304
     assert response.data == b""
     assert sorted(response.headers.keys()) == ["Cache-Control", "ETag", "RateLimit", "RateLimit-Policy",
-                                               "Service-Version"]
+                                               "Service-Version", "X-Request-Id"]
     assert response.headers["Cache-Control"] == "private, no-store"
     # A new file for the document (the writer moves updated_at) is a new ETag.
     with conn.cursor() as cur:

@@ -1,0 +1,135 @@
+"""Log lines as text or as one JSON object per line, each naming the id of the request it belongs to.
+
+config.configure_logging installs this for the API, its CLI and the delivery script; gunicorn.conf.py
+names `logs.GunicornLogger` so that gunicorn's own lines and its access log follow the same format.
+"""
+import contextvars
+import json
+import logging
+import time
+
+from gunicorn import glogging
+
+from config import load_config
+
+# The X-Request-Id of the request this thread serves (api/observe.py sets it around each request).
+REQUEST_ID = contextvars.ContextVar("request_id", default=None)
+# WSGI environ keys the access log reads: set by api/observe.py and by an after_request hook.
+ENVIRON_REQUEST_ID = "shiptrack.request_id"
+ENVIRON_ROUTE = "shiptrack.route"
+ENVIRON_TOKEN_ID = "shiptrack.token_id"
+
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+FORMATS = ("text", "json")
+# LogRecord's own attributes; anything else on a record came through `extra` and is a field of its own.
+_RECORD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+
+
+class RequestIdFilter(logging.Filter):
+    """Puts the current request's id on every record (None outside a request)."""
+
+    def filter(self, record):
+        """Always keeps the record."""
+        if getattr(record, "request_id", None) is None:
+            record.request_id = REQUEST_ID.get()
+        return True
+
+
+class TextFormatter(logging.Formatter):
+    """The text line, ending in ` request_id=<id>` inside a request."""
+
+    def __init__(self):
+        super().__init__(TEXT_FORMAT)
+
+    def format(self, record):
+        """The line, plus the request id when there is one."""
+        line = super().format(record)
+        request_id = getattr(record, "request_id", None)
+        if request_id is None:
+            return line
+        first, newline, rest = line.partition("\n")  # after the message, before a traceback
+        return f"{first} request_id={request_id}{newline}{rest}"
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, pid, message, request_id, the record's extra fields, exception."""
+
+    def format(self, record):
+        """The record as one line of JSON (a traceback is a string field, never a second line)."""
+        entry = {"time": self.formatTime(record), "level": record.levelname, "logger": record.name,
+                 "pid": record.process, "message": record.getMessage()}
+        entry.update((key, value) for key, value in vars(record).items() if key not in _RECORD_ATTRIBUTES)
+        if entry.get("request_id") is None:
+            entry.pop("request_id", None)
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        elif record.exc_text:
+            entry["exception"] = record.exc_text
+        return json.dumps(entry, default=str)
+
+    def formatTime(self, record, datefmt=None):
+        """UTC, ISO 8601 with milliseconds."""
+        seconds = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+        return f"{seconds}.{int(record.msecs):03d}Z"
+
+
+def make_formatter(log_format):
+    """The formatter of a LOG_FORMAT setting; anything but the two known names is refused."""
+    if log_format not in FORMATS:
+        raise ValueError(f"SHIPTRACK_LOG_FORMAT must be one of {', '.join(FORMATS)}, not {log_format!r}")
+    return JsonFormatter() if log_format == "json" else TextFormatter()
+
+
+def make_handler(log_format, stream=None):
+    """A stream handler (stderr) with the format and the request-id filter."""
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(make_formatter(log_format))
+    handler.addFilter(RequestIdFilter())
+    return handler
+
+
+class GunicornLogger(glogging.Logger):
+    """gunicorn's logger in the service's format; the access line names route, request id and token id."""
+
+    def setup(self, cfg):
+        """gunicorn's handlers, then the service's formatter and filter on each of them."""
+        super().setup(cfg)
+        log_format = load_config()["LOG_FORMAT"]
+        for logger in (self.error_log, self.access_log):
+            for handler in logger.handlers:
+                # gunicorn's own text lines keep its format, which people and tools already read.
+                if log_format == "json":
+                    handler.setFormatter(make_formatter(log_format))
+                handler.addFilter(RequestIdFilter())
+
+    def access(self, resp, req, environ, request_time):
+        """One line per request: who, method, path, route, status, duration, request id, token id, bytes.
+
+        An access_log_format given to gunicorn (--access-logformat) is used as gunicorn uses it.
+        """
+        if self.cfg.access_log_format != self.cfg.settings["access_log_format"].default:
+            return super().access(resp, req, environ, request_time)
+        if not self.access_log_enabled:
+            return
+        fields = access_fields(resp, environ, request_time)
+        text = " ".join(f"{key}={'-' if value is None else value}" for key, value in fields.items()
+                        if key not in ("remote_addr", "method", "path"))
+        message = f"{fields['remote_addr']} {fields['method']} {fields['path']} {text}"
+        self.access_log.info(message, extra=fields)
+
+
+def access_fields(resp, environ, request_time):
+    """The access log's fields of one response (the token's id only: a token itself is never logged)."""
+    return {"remote_addr": environ.get("REMOTE_ADDR", "-"), "method": environ.get("REQUEST_METHOD"),
+            "path": environ.get("PATH_INFO"), "route": environ.get(ENVIRON_ROUTE),
+            "status": _status_code(resp), "duration_ms": round(request_time.total_seconds() * 1000, 2),
+            "request_id": environ.get(ENVIRON_REQUEST_ID), "token_id": environ.get(ENVIRON_TOKEN_ID),
+            "bytes": getattr(resp, "sent", None)}
+
+
+def _status_code(resp):
+    # gunicorn's own refusals (serving.py) set the status line without start_response's status_code.
+    code = getattr(resp, "status_code", None)
+    if code is None and resp.status:
+        code = int(str(resp.status).split()[0])
+    return code
