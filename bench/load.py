@@ -79,6 +79,7 @@ class Writer(threading.Thread):
 
     def __init__(self, url, organization_id, per_second, number=0, of=1):
         super().__init__(daemon=True)
+        self.url = url
         self.conn = psycopg2.connect(url)
         self.interval = 1 / per_second
         self.rng = random.Random(11 + number)
@@ -95,22 +96,42 @@ class Writer(threading.Thread):
         next_at = time.monotonic()
         while not self.stop.is_set():
             shipment = self.rng.choice(self.ids)
-            with self.conn.cursor() as cur:
-                if self.rng.random() < 0.5:
-                    # Always to another status, so that every change is one (and one event).
-                    cur.execute("""UPDATE shipments SET status = CASE status WHEN 'validated' THEN 'in_transit'
-                                     WHEN 'in_transit' THEN 'arrived' WHEN 'arrived' THEN 'in_warehouse'
-                                     ELSE 'validated' END
-                                    WHERE id = %s RETURNING revision""", (shipment,))
-                else:
-                    cur.execute("UPDATE shipments SET eta = now() + %s * interval '1 hour' WHERE id = %s "
-                                "RETURNING revision", (self.rng.randint(1, 2000), shipment))
-                row = cur.fetchone()
-            self.conn.commit()
+            try:
+                row = self.change(shipment)
+            except (psycopg2.OperationalError, psycopg2.InterfaceError):
+                # The server went away (bench/topology.py stops it): like an application, try again on a new
+                # connection a moment later; a change that did not commit is not counted.
+                self.stop.wait(0.5)
+                self.reconnect()
+                continue
             if row is not None:
                 self.commits[(f"shp_{shipment}", row[0])] = time.time()
             next_at += self.interval
             self.stop.wait(max(0.0, next_at - time.monotonic()))
+
+    def reconnect(self):
+        """A new connection in place of a lost one (none while the server is still away)."""
+        try:
+            self.conn.close()
+            self.conn = psycopg2.connect(self.url)
+        except psycopg2.OperationalError:
+            pass
+
+    def change(self, shipment):
+        """One status or ETA change of `shipment` in its own transaction; (revision,) or None."""
+        with self.conn.cursor() as cur:
+            if self.rng.random() < 0.5:
+                # Always to another status, so that every change is one (and one event).
+                cur.execute("""UPDATE shipments SET status = CASE status WHEN 'validated' THEN 'in_transit'
+                                 WHEN 'in_transit' THEN 'arrived' WHEN 'arrived' THEN 'in_warehouse'
+                                 ELSE 'validated' END
+                                WHERE id = %s RETURNING revision""", (shipment,))
+            else:
+                cur.execute("UPDATE shipments SET eta = now() + %s * interval '1 hour' WHERE id = %s "
+                            "RETURNING revision", (self.rng.randint(1, 2000), shipment))
+            row = cur.fetchone()
+        self.conn.commit()
+        return row
 
 
 class Poller(threading.Thread):
@@ -123,6 +144,7 @@ class Poller(threading.Thread):
         self.session.headers["Authorization"] = f"Bearer {token}"
         self.stop = threading.Event()
         self.latencies, self.statuses = [], Counter()
+        self.answers = []  # (monotonic time, status, ms, Content-Type) of every request
 
     def run(self):
         number = 0
@@ -132,12 +154,15 @@ class Poller(threading.Thread):
             path = self.paths[number % len(self.paths)]
             number += 1
             started = time.perf_counter()
+            kind = None
             try:
-                status = self.session.get(self.base + path, timeout=30).status_code
+                response = self.session.get(self.base + path, timeout=30)
+                status, kind = response.status_code, response.headers.get("Content-Type")
             except requests.RequestException as error:
                 status = type(error).__name__
             self.latencies.append((time.perf_counter() - started) * 1000)
             self.statuses[status] += 1
+            self.answers.append((time.monotonic(), status, self.latencies[-1], kind))
             self.stop.wait(max(0.0, next_at - time.monotonic()))
 
 

@@ -29,7 +29,7 @@ class PgBouncer:
     deployment.
     """
 
-    def __init__(self, server_url, mode):
+    def __init__(self, server_url, mode, pool_size=None):
         # A folder of its own in /tmp: PgBouncer refuses to run as root, and the user it runs as instead
         # must reach its files (pytest's folders are root's alone).
         self.mode, self.folder, self.port = mode, Path(tempfile.mkdtemp(prefix="pgbouncer-")), free_port()
@@ -47,7 +47,7 @@ class PgBouncer:
             "unix_socket_dir =", "auth_type = trust", f"auth_file = {folder / 'users.txt'}", f"pool_mode = {mode}",
             "max_client_conn = 500",
             # Through a transaction pooler many clients share few server sessions: two make that certain.
-            f"default_pool_size = {2 if mode == 'transaction' else 20}", f"logfile = {folder / 'pgbouncer.log'}",
+            f"default_pool_size = {pool_size or (2 if mode == 'transaction' else 20)}", f"logfile = {folder / 'pgbouncer.log'}",
             f"pidfile = {folder / 'pgbouncer.pid'}", *self._run_as(host), ""]))
         self.process = None
 
