@@ -1,4 +1,5 @@
 """The application factory: settings from config.py (defaults, environment, overrides), blueprints, handlers."""
+import click
 from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
@@ -9,6 +10,7 @@ from api.errors import register_error_handlers
 from api.middleware import JsonSuffix
 from cli import register_commands
 from config import configure_logging, load_config
+from delivery import secret_key
 from mcp_server import http as mcp_http
 from models import db
 
@@ -40,4 +42,9 @@ def create_app(config=None):
     if app.config["TRUSTED_PROXIES"]:
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=int(app.config["TRUSTED_PROXIES"]))
     configure_logging()
+    # The webhook secrets' key, checked against the stored secrets in one line at start (docs/secret-key.md);
+    # under the CLI (a click context) the commands that need the key say it instead, as their one error line.
+    app.extensions["secret_keys"] = secret_key.from_config(app.config)
+    if click.get_current_context(silent=True) is None:
+        secret_key.report_at_start(app.config["DATABASE_URL"], app.extensions["secret_keys"])
     return app

@@ -4,6 +4,7 @@ import logging
 import signal
 
 from config import DEFAULTS, configure_logging, load_config
+from delivery.secret_key import SecretKeyError, report_at_start
 from delivery.settings import Settings
 from delivery.worker import DatabaseUnavailable, Dispatcher
 from models import db
@@ -27,6 +28,8 @@ def main(argv=None):
     settings = read_settings()
     configure_logging()
     logging.getLogger("delivery").setLevel(logging.DEBUG if args.verbose else logging.INFO)
+    if report_at_start(settings.database_url, settings.secret_keys):
+        raise SystemExit(1)  # nothing could be signed; the one line is logged
     dispatcher = Dispatcher(settings)
 
     def stop(_signum, _frame):
@@ -41,6 +44,9 @@ def main(argv=None):
             dispatcher.run_pass(args.seconds)
     except DatabaseUnavailable as error:
         logging.getLogger("delivery").error("database unreachable, giving up error=%r", str(error))
+        raise SystemExit(1) from None
+    except SecretKeyError as error:  # the key changed under a running process (docs/secret-key.md)
+        logging.getLogger("delivery").error("%s", error)
         raise SystemExit(1) from None
     finally:
         dispatcher.close()
