@@ -30,6 +30,10 @@ WRONG = (f"the secret key does not open the stored webhook endpoint secrets: SHI
 NO_KEY = (f"no secret key is set, so webhook endpoint secrets are stored as plain text: make one with "
           f"`{NEW_KEY_COMMAND}`, set it as SHIPTRACK_SECRET_KEY, then run `flask --app app secrets encrypt` ({DOCS})")
 
+# Opened secrets kept per stored value: a delivery loop opens the same few endpoints' tokens over and over,
+# and a Fernet decryption (about 40 microseconds) would be most of a claim's Python time.
+OPENED_CACHE_SIZE = 10_000
+
 log = logging.getLogger("shiptrack.secrets")
 
 
@@ -43,6 +47,7 @@ class SecretKeys:
     def __init__(self, keys=(), problem=None):
         self.problem = problem
         self._fernet = MultiFernet([Fernet(key) for key in keys]) if keys and problem is None else None
+        self._opened = {}
 
     @property
     def configured(self):
@@ -66,10 +71,16 @@ class SecretKeys:
         """The `whsec_` secret a stored value holds; SecretKeyError when no key set opens it."""
         if not is_encrypted(stored):
             return stored
+        if stored in self._opened:
+            return self._opened[stored]
         try:
-            return self._require(MISSING).decrypt(stored.removeprefix(ENCRYPTED_PREFIX).encode()).decode()
+            secret = self._require(MISSING).decrypt(stored.removeprefix(ENCRYPTED_PREFIX).encode()).decode()
         except InvalidToken:
             raise SecretKeyError(WRONG) from None
+        if len(self._opened) >= OPENED_CACHE_SIZE:
+            self._opened.clear()
+        self._opened[stored] = secret
+        return secret
 
     def reseal(self, stored):
         """A stored value opened and sealed again under the current key (encrypting and rotating)."""

@@ -250,6 +250,14 @@ def test_the_embedded_database_makes_its_key_once(tmp_path):
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert [p.name for p in path.parent.iterdir()] == ["secret_key"]
     assert _make_key(path) == keys[0]
+    # The settings' default: no key set and the embedded database, so that file's key.
+    unset = {"SECRET_KEY": None, "SECRET_KEY_FILE": None, "SECRET_KEY_OLD": None, "DATABASE_URL": None}
+    sealed = secret_key.from_config(unset, embedded_key_file=path).seal("whsec_AAAA")
+    assert secret_key.SecretKeys(keys[:1]).open(sealed) == "whsec_AAAA"
+    elsewhere = secret_key.from_config({**unset, "DATABASE_URL": "postgresql://db.example/shiptrack"},
+                                       embedded_key_file=tmp_path / "unused")
+    assert not elsewhere.configured and elsewhere.seal("whsec_AAAA") == "whsec_AAAA"
+    assert not (tmp_path / "unused").exists()
 
 
 def test_which_url_is_the_embedded_database(tmp_path):
