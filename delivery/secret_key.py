@@ -30,8 +30,8 @@ WRONG = (f"the secret key does not open the stored webhook endpoint secrets: SHI
 NO_KEY = (f"no secret key is set, so webhook endpoint secrets are stored as plain text: make one with "
           f"`{NEW_KEY_COMMAND}`, set it as SHIPTRACK_SECRET_KEY, then run `flask --app app secrets encrypt` ({DOCS})")
 
-# Opened secrets kept per stored value: a delivery loop opens the same few endpoints' tokens over and over,
-# and a Fernet decryption (about 40 microseconds) would be most of a claim's Python time.
+# Opened secrets kept per stored value: the delivery loop opens the same endpoints' tokens at every claim, in
+# its one thread, and a decryption costs far more than the rest of handing a delivery to a worker.
 OPENED_CACHE_SIZE = 10_000
 
 log = logging.getLogger("shiptrack.secrets")
