@@ -41,6 +41,7 @@ def cli(database_url, ca_bundle):
 
 @pytest.fixture
 def org(conn):
+    """The organization acme, whose admins manage its endpoints."""
     return make_org(conn, "acme")
 
 
@@ -52,6 +53,7 @@ def stored(conn):
 
 
 def add(cli, receiver, **config):
+    """`webhooks add` of an endpoint at the receiver; its id and the secret printed."""
     code, output = cli("webhooks", "add", "--org", "acme", "--url", receiver.url("/ok", host="127.0.0.1"),
                        "--events", ALL, **config)
     assert code == 0, output
@@ -66,6 +68,13 @@ def verified(receiver, secret, path=None):
         standardwebhooks.Webhook(secret).verify(request["body"], {
             name: request["headers"][name] for name in ("webhook-id", "webhook-timestamp", "webhook-signature")})
     return len(requests)
+
+
+def make_due(conn):
+    """Every delivery made waiting and due again, as if its attempt were still to come."""
+    with conn.cursor() as cur:
+        cur.execute("UPDATE webhook_deliveries SET state = 'pending', next_attempt_at = now() - interval '1 minute', "
+                    "lease_token = NULL, attempt_count = 0, finished_at = NULL")
 
 
 def test_stored_encrypted_while_reveal_roll_and_signatures_work_as_before(cli, org, conn, receiver):
@@ -150,13 +159,6 @@ def test_rotation_accepts_the_old_key_until_done(cli, org, conn, receiver):
     assert verified(receiver, secret) == 1
 
 
-def make_due(conn):
-    """Every delivery made waiting and due again, as if its attempt were still to come."""
-    with conn.cursor() as cur:
-        cur.execute("UPDATE webhook_deliveries SET state = 'pending', next_attempt_at = now() - interval '1 minute', "
-                    "lease_token = NULL, attempt_count = 0, finished_at = NULL")
-
-
 @pytest.mark.parametrize("key, message", [(None, MISSING), (KEY_B, WRONG)])
 def test_a_missing_or_wrong_key_is_one_line_everywhere(cli, org, conn, receiver, settings, database_url, ca_bundle,
                                                        caplog, key, message):
@@ -239,6 +241,7 @@ def test_new_key_and_db_init_on_a_new_database(blank_url):
 
 
 def _make_key(path):
+    """The embedded key at `path` (in a process of the pool)."""
     return secret_key.embedded_key(Path(path))
 
 
