@@ -190,14 +190,14 @@ def check(conn, keys):
     return None
 
 
-def report_at_start(url, keys):
+def report_at_start(database, keys):
     """Log the one line a process says at start about its key (ERROR or WARNING); returns the error, or None.
 
-    A database that cannot be reached, or has no schema yet, is reported by what needs it; the key alone is
-    still judged.
+    `database` is what models.db.connect takes. A database that cannot be reached, or has no schema yet, is
+    reported by what needs it; the key alone is still judged.
     """
     try:
-        warning = _check_database(url, keys)
+        warning = _check_database(database, keys)
     except SecretKeyError as error:
         log.error("%s", error)
         return str(error)
@@ -206,11 +206,11 @@ def report_at_start(url, keys):
     return None
 
 
-def _check_database(url, keys):
+def _check_database(database, keys):
     if keys.problem is not None:
         raise SecretKeyError(keys.problem)
     try:
-        conn = db.connect(url)
+        conn = db.connect(database)
     except psycopg2.Error:
         return None if keys.configured else NO_KEY
     try:
