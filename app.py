@@ -1,5 +1,4 @@
 """The application factory: settings from config.py (defaults, environment, overrides), blueprints, handlers."""
-import click
 from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
@@ -42,9 +41,6 @@ def create_app(config=None):
     if app.config["TRUSTED_PROXIES"]:
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=int(app.config["TRUSTED_PROXIES"]))
     configure_logging()
-    # The webhook secrets' key, checked against the stored secrets in one line at start (docs/secret-key.md);
-    # under the CLI (a click context) the commands that need the key say it instead, as their one error line.
+    # The webhook secrets' key (docs/secret-key.md), for the commands; gunicorn.conf.py checks it at start.
     app.extensions["secret_keys"] = secret_key.from_config(app.config)
-    if click.get_current_context(silent=True) is None:
-        secret_key.report_at_start(app.config["DATABASE_URL"], app.extensions["secret_keys"])
     return app

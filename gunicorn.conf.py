@@ -13,3 +13,10 @@ limit_request_line = 8190
 # default bounds any one header line, and the header count, well above what a client needs.
 limit_request_field_size = 8190
 limit_request_fields = 100
+
+
+def when_ready(server):
+    """Once per start, in the master: one line if the webhook secrets' key is missing or wrong (docs/secret-key.md)."""
+    from delivery import secret_key
+
+    secret_key.report_for_service()

@@ -4,7 +4,7 @@ import logging
 import signal
 
 from config import DEFAULTS, configure_logging, load_config
-from delivery.secret_key import SecretKeyError, report_at_start
+from delivery.secret_key import SecretKeyError, check_at_start
 from delivery.settings import Settings
 from delivery.worker import DatabaseUnavailable, Dispatcher
 from models import db
@@ -28,8 +28,6 @@ def main(argv=None):
     settings = read_settings()
     configure_logging()
     logging.getLogger("delivery").setLevel(logging.DEBUG if args.verbose else logging.INFO)
-    if report_at_start(settings.database_url, settings.secret_keys):
-        raise SystemExit(1)  # nothing could be signed; the one line is logged
     dispatcher = Dispatcher(settings)
 
     def stop(_signum, _frame):
@@ -38,6 +36,7 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     try:
+        check_at_start(dispatcher.conn, settings.secret_keys)
         if args.watch:
             dispatcher.watch()
         else:
@@ -45,7 +44,7 @@ def main(argv=None):
     except DatabaseUnavailable as error:
         logging.getLogger("delivery").error("database unreachable, giving up error=%r", str(error))
         raise SystemExit(1) from None
-    except SecretKeyError as error:  # the key changed under a running process (docs/secret-key.md)
+    except SecretKeyError as error:  # at start, or a key changed under a running process (docs/secret-key.md)
         logging.getLogger("delivery").error("%s", error)
         raise SystemExit(1) from None
     finally:

