@@ -9,6 +9,7 @@ from api.errors import register_error_handlers
 from api.middleware import JsonSuffix
 from cli import register_commands
 from config import configure_logging, load_config
+from delivery import secret_key
 from mcp_server import http as mcp_http
 from models import db
 
@@ -44,4 +45,6 @@ def create_app(config=None):
     if app.config["TRUSTED_PROXIES"]:
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=int(app.config["TRUSTED_PROXIES"]))
     configure_logging(app.config["LOG_FORMAT"])
+    # The webhook secrets' key (docs/secret-key.md), for the commands; gunicorn.conf.py checks it at start.
+    app.extensions["secret_keys"] = secret_key.from_config(app.config)
     return app

@@ -85,6 +85,15 @@ DEFAULTS = {
     "DELIVERY_METRICS_PORT": None,
     # The address it listens on: loopback unless a Prometheus on another machine scrapes it.
     "DELIVERY_METRICS_HOST": "127.0.0.1",
+    # The key encrypting webhook endpoint secrets at rest (docs/secret-key.md), so that a dump or a backup of
+    # the database signs nothing: `flask --app app secrets new-key` makes one. None reads SECRET_KEY_FILE;
+    # with neither, the embedded database keeps its own key in .data/secret_key, and any other database
+    # stores secrets as plain text, with a warning at start, until a key is set and they are encrypted.
+    "SECRET_KEY": None,
+    # A file holding the key instead (a mounted secret), which keeps it out of the environment of processes.
+    "SECRET_KEY_FILE": None,
+    # Earlier keys, comma-separated, still opening stored secrets while `secrets rotate` re-encrypts them.
+    "SECRET_KEY_OLD": None,
 }
 
 def load_config(overrides=None, environ=None):

@@ -1052,8 +1052,10 @@ CREATE TABLE IF NOT EXISTS webhook_endpoints (
                          cardinality(event_types) >= 1
                          AND event_types <@ ARRAY['shipment.status_changed', 'shipment.eta_changed',
                                                   'shipment.checks_completed', 'alert.created']),
-  -- 'whsec_' + base64 of the key; kept readable because the settings reveal it.
-  secret               text NOT NULL CHECK (secret ~ '^whsec_[A-Za-z0-9+/]+=*$'),
+  -- 'fernet:' + a Fernet token of the 'whsec_' secret, encrypted under the deployment's secret key so that
+  -- a dump or a backup signs nothing (docs/secret-key.md); the 'whsec_' secret itself in a deployment
+  -- without a key, or upgraded and not yet through `flask --app app secrets encrypt`.
+  secret               text NOT NULL CHECK (secret ~ '^(whsec_[A-Za-z0-9+/]+=*|fernet:[A-Za-z0-9_-]+=*)$'),
   enabled              boolean NOT NULL DEFAULT true,
   disabled_at          timestamptz,
   disabled_reason      text,

@@ -38,6 +38,7 @@ sys.path.insert(0, str(PROJECT))
 from bench import webhook_receiver  # noqa: E402
 from bench.proc_cpu import cpu_seconds  # noqa: E402
 from delivery import signing  # noqa: E402
+from delivery.secret_key import SecretKeys  # noqa: E402
 from models import db, webhooks  # noqa: E402
 
 STATUSES = ("validated", "in_transit", "arrived", "in_warehouse", "draft")
@@ -206,8 +207,11 @@ def main():
         urls = {n: f"https://127.0.0.1:{ports[n]}/{n}" for n in webhook_receiver.NAMES}
         urls["dead"] = f"https://127.0.0.1:{free_port()}/dead"
         secrets = {key: signing.new_secret() for key in urls}
+        # With SHIPTRACK_SECRET_KEY set they are stored encrypted, as the CLI stores them (docs/secret-key.md).
+        keys = SecretKeys([env["SHIPTRACK_SECRET_KEY"]] if env.get("SHIPTRACK_SECRET_KEY") else [])
         endpoints = {key: webhooks.create_endpoint(conn, org, value, ["shipment.status_changed"], key,
-                                                   secrets[key])["id"] for key, value in urls.items()}
+                                                   keys.seal(secrets[key]))["id"] for key, value in urls.items()}
+        print("endpoint secrets stored", "encrypted" if keys.configured else "as plain text")
         conn.commit()
         ask(control, "secrets", {n: secrets[n] for n in webhook_receiver.NAMES})
         time.sleep(0.01)  # endpoints strictly older than the events

@@ -3,6 +3,7 @@ import click
 from flask.cli import AppGroup
 
 from cli.common import transaction
+from cli.secrets import key_notice
 from models import migrations
 
 db_cli = AppGroup("db", help="Database schema.")
@@ -22,12 +23,14 @@ def _run(step):
 def init():
     """Create the schema in a new database; upgrade one that has it. Safe to run again."""
     click.echo(_run(migrations.init))
+    _echo_notice(key_notice())
 
 
 @db_cli.command("upgrade")
 def upgrade():
     """Apply the numbered migrations this database has not had, in order, in one transaction."""
     click.echo(_run(lambda conn: migrations.describe(migrations.upgrade(conn))))
+    _echo_notice(key_notice())
 
 
 @db_cli.command("status")
@@ -36,5 +39,13 @@ def status():
     def check(conn):
         done = migrations.applied_versions(conn)
         migrations.require_current(conn)
-        return f"schema version {max(done, default=0)}, as this code needs"
-    click.echo(_run(check))
+        return f"schema version {max(done, default=0)}, as this code needs", key_notice(conn)
+    line, notice = _run(check)
+    click.echo(line)
+    _echo_notice(notice)
+
+
+def _echo_notice(notice):
+    """The secret key's line under a schema command's own (no key set, secrets left plain: docs/secret-key.md)."""
+    if notice:
+        click.echo(notice)

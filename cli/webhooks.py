@@ -8,6 +8,7 @@ from flask.cli import AppGroup
 
 from api.ids import PREFIXES, format_id
 from cli.common import print_table, require_id, require_member, require_organization, transaction
+from cli.secrets import secret_keys
 from delivery import recording, retry, signing, ssrf
 from delivery.attempts import send_delivery, utcnow
 from delivery.outbox import render_pending
@@ -83,15 +84,16 @@ def add(slug, url, types, description, actor):
     """Add an endpoint; prints its id and signing secret."""
     chosen = _event_types(types)
     _check_url(url)
-    with transaction() as conn:
+    secret = signing.new_secret()
+    with transaction() as conn, secret_keys(conn) as keys:
         org = require_organization(conn, slug)
         if actor:
             require_member(conn, org, actor, MANAGERS)
         try:
-            row = webhooks.create_endpoint(conn, org["id"], url, chosen, description, signing.new_secret())
+            row = webhooks.create_endpoint(conn, org["id"], url, chosen, description, keys.seal(secret))
         except webhooks.EndpointLimitReached as error:
             raise click.ClickException(str(error)) from None
-    click.echo(f"{format_id(ENDPOINT, row['id'])} {row['secret']}")
+    click.echo(f"{format_id(ENDPOINT, row['id'])} {secret}")
 
 
 @webhooks_cli.command("list")
@@ -121,8 +123,8 @@ def list_(slug, actor):
 @actor_option
 def reveal_secret(endpoint_id, actor):
     """Print an endpoint's signing secret."""
-    with transaction() as conn:
-        click.echo(_endpoint(conn, endpoint_id, actor)["secret"])
+    with transaction() as conn, secret_keys(conn) as keys:
+        click.echo(keys.open(_endpoint(conn, endpoint_id, actor)["secret"]))
 
 
 @webhooks_cli.command("roll-secret")
@@ -131,8 +133,8 @@ def reveal_secret(endpoint_id, actor):
 def roll_secret(endpoint_id, actor):
     """Replace the signing secret (the old one stops working at once); prints the new one."""
     secret = signing.new_secret()
-    with transaction() as conn:
-        webhooks.set_secret(conn, _endpoint(conn, endpoint_id, actor)["id"], secret)
+    with transaction() as conn, secret_keys(conn) as keys:
+        webhooks.set_secret(conn, _endpoint(conn, endpoint_id, actor)["id"], keys.seal(secret))
     click.echo(secret)
 
 
@@ -198,13 +200,13 @@ def _send_now(claimed):
 def test(endpoint_id, actor):
     """Send one webhook.test event now (never retried, never counted toward disabling)."""
     lease_until = utcnow() + _settings().lease
-    with transaction() as conn:
+    with transaction() as conn, secret_keys(conn) as keys:
         found = _endpoint(conn, endpoint_id, actor)
         event = events.create_test_event(conn, found["organization_id"], found["id"])
         # Rendered through the outbox like any event, in this transaction, so no pass renders it first.
         render_pending(conn, utcnow(), event_ids=[event["id"]])
-        claimed = webhook_deliveries.create_claimed(conn, event["id"], found["id"], "test", 1, lease_until,
-                                                    str(uuid.uuid4()), utcnow())
+        claimed = keys.opened(webhook_deliveries.create_claimed(conn, event["id"], found["id"], "test", 1,
+                                                                lease_until, str(uuid.uuid4()), utcnow()))
     if not _send_now([claimed]):
         raise click.ClickException("the test event was not delivered")
 
@@ -217,7 +219,7 @@ def resend(event_id, endpoint_id, actor):
     """Send an event again (same id, fresh timestamp); failures retry on the usual schedule."""
     number = require_id(event_id, EVENT, "event")
     lease_until = utcnow() + _settings().lease
-    with transaction() as conn:
+    with transaction() as conn, secret_keys(conn) as keys:
         event = events.get_event(conn, number)
         if event is not None and event["state"] == "pending":
             render_pending(conn, utcnow(), event_ids=[number])
@@ -242,8 +244,10 @@ def resend(event_id, endpoint_id, actor):
             targets = events.subscribed_endpoints(conn, event["organization_id"], event["type"])
         if not targets:
             raise click.ClickException(f"no enabled endpoint receives {event['type']}")
-        claimed = [webhook_deliveries.create_claimed(conn, number, target, "resend", retry.MAX_ATTEMPTS,
-                                                     lease_until, str(uuid.uuid4()), utcnow()) for target in targets]
+        claimed = [keys.opened(webhook_deliveries.create_claimed(conn, number, target, "resend",
+                                                                 retry.MAX_ATTEMPTS, lease_until,
+                                                                 str(uuid.uuid4()), utcnow()))
+                   for target in targets]
     if not _send_now(claimed):
         raise click.ClickException("not every endpoint accepted the event")
 

@@ -7,6 +7,7 @@ import psycopg2
 
 from config import DEFAULTS, configure_logging, load_config
 from delivery import metrics as delivery_metrics
+from delivery.secret_key import SecretKeyError, check_at_start
 from delivery.settings import Settings
 from delivery.worker import DatabaseUnavailable, Dispatcher
 from models import db
@@ -46,12 +47,16 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     try:
+        check_at_start(dispatcher.conn, settings.secret_keys)
         if args.watch:
             dispatcher.watch()
         else:
             dispatcher.run_pass(args.seconds)
     except DatabaseUnavailable as error:
         _give_up(error)
+    except SecretKeyError as error:  # at start, or a key changed under a running process (docs/secret-key.md)
+        logging.getLogger("delivery").error("%s", error)
+        raise SystemExit(1) from None
     finally:
         dispatcher.close()
 

@@ -2,6 +2,7 @@
 from dataclasses import dataclass
 from datetime import timedelta
 
+from delivery import secret_key
 from delivery import sender as sending
 from models import db
 
@@ -27,6 +28,7 @@ class Settings:
     per_endpoint: int
     lease: timedelta
     pass_seconds: float
+    secret_keys: secret_key.SecretKeys
 
     @classmethod
     def from_config(cls, config, **overrides):
@@ -45,6 +47,7 @@ class Settings:
             "per_endpoint": int(config["WEBHOOK_PER_ENDPOINT"]),
             "lease": timedelta(seconds=float(config["WEBHOOK_LEASE_SECONDS"])),
             "pass_seconds": float(config["WEBHOOK_PASS_SECONDS"]),
+            "secret_keys": secret_key.from_config(config),
         }
         values.update(overrides)
         return cls(**values)

@@ -166,8 +166,9 @@ class Dispatcher:
         if total_free <= 0 or self.stopping:
             return []
         now = self.clock()
-        return webhook_deliveries.claim_due(self.conn, now, now + self.settings.lease, str(uuid.uuid4()),
-                                            self.settings.per_endpoint, total_free)
+        claimed = webhook_deliveries.claim_due(self.conn, now, now + self.settings.lease, str(uuid.uuid4()),
+                                               self.settings.per_endpoint, total_free)
+        return [self.settings.secret_keys.opened(delivery) for delivery in claimed]  # SecretKeyError ends the run
 
     def _send(self, delivery):
         try:

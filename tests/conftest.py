@@ -18,17 +18,21 @@ import trustme
 from delivery.outbox import render_pending
 from models import db, organizations, tokens
 from tests.support.databases import DEMO_TOKEN_NAME, Demo, Emptier, Server
-from tests.support.webhooks import RECEIVER_HOST, Receiver, delivery_settings
+from tests.support.webhooks import RECEIVER_HOST, TEST_SECRET_KEY, Receiver, delivery_settings
 
 # Rate limits high enough never to matter to tests that are not about them.
 NO_RATE_LIMITS = {"window_seconds": 300, "per_token": 100000, "per_ip": 100000, "anonymous_per_ip": 100000}
 
 
 def make_app(url, **config):
-    """The application on database `url` for tests; STATEMENT_RECORDER collects per-request statement counts."""
+    """The application on database `url` for tests; STATEMENT_RECORDER collects per-request statement counts.
+
+    Webhook secrets are encrypted with the tests' key, as in a deployment that has one.
+    """
     from app import create_app
 
-    return create_app({"TESTING": True, "DATABASE_URL": url, "STATEMENT_RECORDER": [], **config})
+    return create_app({"TESTING": True, "DATABASE_URL": url, "STATEMENT_RECORDER": [], "SECRET_KEY": TEST_SECRET_KEY,
+                       **config})
 
 
 @pytest.fixture(scope="session")

@@ -25,6 +25,8 @@ from models.webhook_deliveries import ClaimedDelivery
 PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 RECEIVER_HOST = "receiver.test"
+# The tests' secret key (SECRET_KEY): the app of make_app, delivery_settings and pass_process share it.
+TEST_SECRET_KEY = "zrCOkWT4a_0mBspPaErZO68O2KOjOO97H6QZvx5N1Yk="
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -166,7 +168,8 @@ def add_endpoint(conn, org, url, types=webhooks.EVENT_TYPES):
 
 def delivery_settings(**config):
     """Delivery settings from the settings table and `config` (upper-case keys), ignoring the environment."""
-    return Settings.from_config(load_config({"DATABASE_URL": "unused", **config}, environ={}))
+    return Settings.from_config(load_config({"DATABASE_URL": "unused", "SECRET_KEY": TEST_SECRET_KEY, **config},
+                                            environ={}))
 
 
 def claimed_delivery(url, secret, event_id=7, body="{}"):
@@ -192,7 +195,7 @@ def pass_process(database_url, ca_bundle, *args, **settings):
     `settings` become SHIPTRACK_<KEY> variables (JSON values).
     """
     env = {**os.environ, "DATABASE_URL": database_url, "SHIPTRACK_WEBHOOK_ALLOWED_NETWORKS": '["127.0.0.1/32"]',
-           "SHIPTRACK_WEBHOOK_CA_BUNDLE": ca_bundle,
+           "SHIPTRACK_WEBHOOK_CA_BUNDLE": ca_bundle, "SHIPTRACK_SECRET_KEY": TEST_SECRET_KEY,
            **{f"SHIPTRACK_{key}": json.dumps(value) for key, value in settings.items()}}
     return subprocess.Popen([sys.executable, "-m", "delivery", *args], cwd=PROJECT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

@@ -1,0 +1,7 @@
+-- Migration 13: a webhook endpoint's secret may be stored encrypted, 'fernet:' + a Fernet token under the
+-- deployment's secret key (docs/secret-key.md), besides the plain 'whsec_' text every row holds before
+-- `flask --app app secrets encrypt` seals it.
+ALTER TABLE webhook_endpoints
+  DROP CONSTRAINT webhook_endpoints_secret_check,
+  ADD CONSTRAINT webhook_endpoints_secret_check
+      CHECK (secret ~ '^(whsec_[A-Za-z0-9+/]+=*|fernet:[A-Za-z0-9_-]+=*)$');
