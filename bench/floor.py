@@ -1,4 +1,4 @@
-"""Throughput of GET /shipments?limit=100 against its floor (issue 9), in one run (not a test).
+"""Throughput of GET /shipments?limit=100 against its floor, in one run (not a test).
 
     .venv/bin/python bench/floor.py --rounds 3 --seconds 15
 
@@ -6,7 +6,11 @@ On the bench database of bench/api.py (100,000 shipments): the service and bench
 same 100 rows as one json_agg, text passed through: what the hardware gives before any API work)
 each under gunicorn with the same settings (2 sync workers), measured alternately, `--clients`
 connections each requesting as fast as answers come for `--seconds`. Prints requests/s per round,
-the medians and the ratio service/floor (issue 9's target: at least 1).
+the medians and the ratio service/floor (the target: at least 1).
+
+With `--code DIR` a third gunicorn serves the same database from another checkout (the code before a
+change, e.g. `git archive <commit> | tar -x -C DIR`), measured in turn with the other two, so old and
+new are compared in the same run and each against the same floor.
 """
 import argparse
 import os
@@ -46,6 +50,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=15)
     parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--code", help="another checkout to measure beside this one (served from port 18783)")
     args = parser.parse_args()
 
     url, _server = bench_url()
@@ -56,10 +61,14 @@ def main():
     service = start_gunicorn(env, 18781, workers=2)
     floor = start_gunicorn(env, 18782, workers=2, target="floor_app:app", cwd=Path(__file__).resolve().parent,
                            probe="/shipments")
-    rates = {"service": [], "floor": []}
+    servers = [service, floor]
+    targets = {"service": ("http://127.0.0.1:18781/shipments?limit=100", {"Authorization": f"Bearer {token}"}),
+               "floor": ("http://127.0.0.1:18782/shipments", {})}
+    if args.code:
+        servers.append(start_gunicorn(env, 18783, workers=2, cwd=Path(args.code)))
+        targets["other"] = ("http://127.0.0.1:18783/shipments?limit=100", targets["service"][1])
+    rates = {name: [] for name in targets}
     try:
-        targets = {"service": ("http://127.0.0.1:18781/shipments?limit=100", {"Authorization": f"Bearer {token}"}),
-                   "floor": ("http://127.0.0.1:18782/shipments", {})}
         for name, (target, headers) in targets.items():      # warm both (stored renderings, caches)
             throughput(target, headers, args.clients, 2)
         for round_number in range(args.rounds):
@@ -68,12 +77,16 @@ def main():
                 rates[name].append(rate)
                 print(f"round {round_number + 1}: {name:7} {rate:7.1f} requests/s", flush=True)
     finally:
-        for process in (service, floor):
+        for process in servers:
             process.terminate()
             process.wait()
     service_rate, floor_rate = statistics.median(rates["service"]), statistics.median(rates["floor"])
     print(f"median: service {service_rate:.1f}/s, floor {floor_rate:.1f}/s, "
           f"service/floor {service_rate / floor_rate:.2f} (target at least 1.00)")
+    if args.code:
+        other_rate = statistics.median(rates["other"])
+        print(f"median: {args.code} {other_rate:.1f}/s, its /floor {other_rate / floor_rate:.2f}; "
+              f"this checkout / it {service_rate / other_rate:.2f}")
 
 
 if __name__ == "__main__":
