@@ -49,7 +49,18 @@ def served(module_database, tmp_path_factory):
 
 
 def worker_pid(base):
-    """The pid of the one gunicorn worker serving `base`: a child of the master, whose parent is this process."""
+    """The pid of the one gunicorn worker serving `base`: a child of the master, whose parent is this process.
+
+    The master listens before it forks its worker, so on a busy machine the worker may not be there yet.
+    """
+    deadline = time.monotonic() + 30
+    while len(workers := _workers(base)) != 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(workers) == 1, workers
+    return workers[0]
+
+
+def _workers(base):
     bind = base.removeprefix("http://").encode()
     found = {}
     for entry in Path("/proc").iterdir():
@@ -58,9 +69,8 @@ def worker_pid(base):
                 found[int(entry.name)] = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
         except OSError:
             continue
-    master = next(pid for pid, parent in found.items() if parent == os.getpid())
-    (worker,) = [pid for pid, parent in found.items() if parent == master]
-    return worker
+    masters = [pid for pid, parent in found.items() if parent == os.getpid()]
+    return [pid for pid, parent in found.items() if parent in masters]
 
 
 def peak_memory_kb(pid):
