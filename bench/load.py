@@ -166,6 +166,34 @@ class Poller(threading.Thread):
             self.stop.wait(max(0.0, next_at - time.monotonic()))
 
 
+def drain(url, endpoint, seconds):
+    """Wait until every event is rendered and every delivery to `endpoint` finished (or `seconds` pass).
+
+    Returns the webhook-ids made for the endpoint and how many of its deliveries have not succeeded.
+    """
+    conn = psycopg2.connect(url)
+    try:
+        with conn.cursor() as cur:
+            until = time.monotonic() + seconds
+            while time.monotonic() < until:
+                cur.execute("""SELECT count(*) FILTER (WHERE ev.state = 'pending') +
+                                      (SELECT count(*) FROM webhook_deliveries d WHERE d.endpoint_id = %s
+                                          AND d.state = 'pending')
+                                 FROM events ev""", (endpoint,))
+                conn.commit()
+                if cur.fetchone()[0] == 0:
+                    break
+                time.sleep(1)
+            cur.execute("""SELECT 'msg_' || ev.id FROM events ev JOIN webhook_deliveries d ON d.event_id = ev.id
+                            WHERE d.endpoint_id = %s""", (endpoint,))
+            expected = {row[0] for row in cur.fetchall()}
+            cur.execute("SELECT count(*) FROM webhook_deliveries WHERE endpoint_id = %s AND state <> 'succeeded'",
+                        (endpoint,))
+            return expected, cur.fetchone()[0]
+    finally:
+        conn.close()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=5)
@@ -240,25 +268,7 @@ def main():
         commits = {key: at for writer in writers for key, at in writer.commits.items()}
         elapsed = time.monotonic() - started
 
-        # Drain: every event of the run rendered and delivered (or the drain time is up).
-        drain_until = time.monotonic() + args.drain_seconds
-        with conn.cursor() as cur:
-            while time.monotonic() < drain_until:
-                cur.execute("""SELECT count(*) FILTER (WHERE ev.state = 'pending') +
-                                      (SELECT count(*) FROM webhook_deliveries d WHERE d.endpoint_id = %s
-                                          AND d.state = 'pending')
-                                 FROM events ev""", (endpoint,))
-                conn.commit()
-                if cur.fetchone()[0] == 0:
-                    break
-                time.sleep(1)
-            cur.execute("""SELECT 'msg_' || ev.id FROM events ev JOIN webhook_deliveries d ON d.event_id = ev.id
-                            WHERE d.endpoint_id = %s""", (endpoint,))
-            expected = {row[0] for row in cur.fetchall()}
-            cur.execute("SELECT count(*) FROM webhook_deliveries WHERE endpoint_id = %s AND state <> 'succeeded'",
-                        (endpoint,))
-            unfinished = cur.fetchone()[0]
-        conn.commit()
+        expected, unfinished = drain(url, endpoint, args.drain_seconds)
         for process in cron_passes:
             process.wait(timeout=120)
         arrivals = []

@@ -35,7 +35,7 @@ import trustme
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchkit import RAISED_LIMITS, ROOT, acme_id, acme_token, percentile, run  # noqa: E402
-from load import Poller, Receiver, Writer  # noqa: E402
+from load import Poller, Receiver, Writer, drain  # noqa: E402
 
 from delivery import signing  # noqa: E402
 from models import db, webhooks  # noqa: E402
@@ -164,31 +164,6 @@ def set_up(server, folder, args):
     conn.close()
     time.sleep(0.01)                          # the endpoint strictly older than the events
     return url, token, organization_id, endpoint, receiver, env
-
-
-def drain(url, endpoint, seconds):
-    """Wait until every event is rendered and every delivery to `endpoint` finished; (expected ids, unfinished)."""
-    conn = psycopg2.connect(url)
-    try:
-        with conn.cursor() as cur:
-            until = time.monotonic() + seconds
-            while time.monotonic() < until:
-                cur.execute("""SELECT count(*) FILTER (WHERE ev.state = 'pending') +
-                                      (SELECT count(*) FROM webhook_deliveries d WHERE d.endpoint_id = %s
-                                          AND d.state = 'pending')
-                                 FROM events ev""", (endpoint,))
-                conn.commit()
-                if cur.fetchone()[0] == 0:
-                    break
-                time.sleep(1)
-            cur.execute("""SELECT 'msg_' || ev.id FROM events ev JOIN webhook_deliveries d ON d.event_id = ev.id
-                            WHERE d.endpoint_id = %s""", (endpoint,))
-            expected = {row[0] for row in cur.fetchall()}
-            cur.execute("SELECT count(*) FROM webhook_deliveries WHERE endpoint_id = %s AND state <> 'succeeded'",
-                        (endpoint,))
-            return expected, cur.fetchone()[0]
-    finally:
-        conn.close()
 
 
 def main():
