@@ -1,7 +1,7 @@
 """GET /changes: the change feed a mirror polls (docs/sync.md)."""
 from flask import Blueprint
 
-from api import render, renderings
+from api import responses, shipment_renderings
 from api.apidoc import get_route
 from api.context import get_conn, principal, version
 from api.params import ChangeCursor, parse_query
@@ -35,10 +35,11 @@ def list_changes():
     with db.one_snapshot(conn):
         page = changes.changes_after(conn, organization_id, since, query["limit"] + 1)
         visible = [number for _position, number, _revision, is_visible in page if is_visible]
-        stored = renderings.page(conn, organization_id, shown, len(visible), shipment_ids=visible) if visible else []
-        made = renderings.render_missing(conn, organization_id, shown, stored)
-    renderings.keep(conn, shown, made)
-    bodies = renderings.bodies(stored, made)
+        stored = (shipment_renderings.page(conn, organization_id, shown, len(visible), shipment_ids=visible)
+                  if visible else [])
+        made = shipment_renderings.render_missing(conn, organization_id, shown, stored)
+    shipment_renderings.keep(conn, shown, made)
+    bodies = shipment_renderings.bodies(stored, made)
     has_more = len(page) > query["limit"]
     page = page[:query["limit"]]
     items = [bodies[number] if is_visible else
@@ -46,4 +47,4 @@ def list_changes():
                            {"id": number, "revision": revision, "deleted": True}, shown))
              for _position, number, revision, is_visible in page]
     # The shipments as stored, never parsed again; the envelope as ChangeListSchema orders it.
-    return render.stored_list(items, has_more, next_since=ChangeCursor.format(page[-1][0] if page else since))
+    return responses.stored_list(items, has_more, next_since=ChangeCursor.format(page[-1][0] if page else since))

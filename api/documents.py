@@ -10,7 +10,7 @@ from flask import Blueprint, current_app, send_file
 from api.apidoc import get_route
 from api.conditional import row_etag
 from api.context import get_conn, principal
-from api.render import listing, missing, path_id, resource
+from api.responses import listing, missing, path_id, resource
 from api.schemas.common import list_schema
 from api.schemas.documents import DocumentDataSchema, DocumentSchema, PackingListFieldsSchema
 from models import documents

@@ -4,7 +4,7 @@ from flask import Blueprint
 from api.apidoc import get_route
 from api.context import get_conn, principal
 from api.params import parse_query
-from api.render import missing, path_id, stored, stored_listing
+from api.responses import missing, path_id, stored, stored_listing
 from api.schemas.queries import EventListQuerySchema
 from models import events
 

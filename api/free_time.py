@@ -8,7 +8,7 @@ from flask import Blueprint
 
 from api.apidoc import get_route
 from api.context import get_conn, principal, version
-from api.render import missing, path_id, resource, stored_list
+from api.responses import missing, path_id, resource, stored_list
 from api.schemas.common import list_schema
 from api.schemas.free_time import FreeTimeSummarySchema
 from api.schemas.present import dumps, present

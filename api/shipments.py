@@ -1,11 +1,11 @@
 """GET /shipments and GET /shipments/{shipment_id}: stored renderings served as bytes, made on a miss."""
 from flask import Blueprint
 
-from api import renderings
+from api import shipment_renderings
 from api.apidoc import get_route
 from api.context import get_conn, principal, version
 from api.params import parse_query
-from api.render import missing, path_id, stored, stored_listing
+from api.responses import missing, path_id, stored, stored_listing
 from api.schemas.common import list_schema
 from api.schemas.queries import ShipmentListQuerySchema
 from api.schemas.shipments import ShipmentSchema
@@ -55,12 +55,12 @@ def shipment_bodies(limit, **filters):
     stored for the next read.
     """
     conn, organization_id, shown = get_conn(), principal()["organization_id"], version()
-    stored = renderings.page(conn, organization_id, shown, limit, **filters)
+    stored = shipment_renderings.page(conn, organization_id, shown, limit, **filters)
     made = {}
     if any(body is None for _number, body in stored):
         with db.one_snapshot(conn):
-            made = renderings.render_missing(conn, organization_id, shown, stored)
-        renderings.keep(conn, shown, made)
-    found = renderings.bodies(stored, made)
+            made = shipment_renderings.render_missing(conn, organization_id, shown, stored)
+        shipment_renderings.keep(conn, shown, made)
+    found = shipment_renderings.bodies(stored, made)
     # A shipment hidden or deleted between the two reads is left out, as a read after it would.
     return [found[number] for number, _body in stored if number in found]

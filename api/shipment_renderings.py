@@ -60,5 +60,5 @@ def packing_lists_body(conn, organization_id, version, shipment_id):
 
 
 def render_packing_lists(items, version):
-    """The list envelope of packing lists as the API writes it (render.listing's bytes)."""
+    """The list envelope of packing lists as the API writes it (responses.listing's bytes)."""
     return list_text([dumps(present("packing_list", PackingListSchema, item, version)) for item in items], False)
