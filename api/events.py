@@ -47,8 +47,8 @@ def get_event(webhook_event_id):
     a test event, one older than 30 days, one of a shipment waiting for approval or belonging to someone
     else, or of another organization is a 404, like a missing one.
     """
-    found = events.get_from_history(get_conn(), principal()["organization_id"],
+    event = events.get_from_history(get_conn(), principal()["organization_id"],
                                     path_id(webhook_event_id, "msg", "event"))
-    if found is None:
+    if event is None:
         raise missing("event", webhook_event_id)
-    return stored(found["body"])
+    return stored(event["body"])

@@ -93,15 +93,15 @@ class DatabaseGauges:
 
     def collect(self):
         """The gauges, plus shiptrack_database_up (1 when the statement answered)."""
-        values = self._read()
+        readings = self._read()
         up = GaugeMetricFamily("shiptrack_database_up", "Whether this scrape's database statement answered.")
-        up.add_metric([], 0 if values is None else 1)
+        up.add_metric([], 0 if readings is None else 1)
         yield up
-        if values is None:
+        if readings is None:
             return
         for key, name, description in _GAUGES:
             gauge = GaugeMetricFamily(name, description)
-            gauge.add_metric([], float(values[key]))
+            gauge.add_metric([], float(readings[key]))
             yield gauge
 
     def _read(self):

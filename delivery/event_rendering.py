@@ -38,7 +38,7 @@ class Renderer:
             stored = shipment_renderings.page(self.conn, organization_id, version, len(numbers),
                                               shipment_ids=sorted(numbers))
             made = shipment_renderings.render_missing(self.conn, organization_id, version, stored)
-            found = shipment_renderings.bodies(stored, made)
+            found = shipment_renderings.bodies_by_id(stored, made)
             for number in numbers:
                 # Absent: hidden or gone, as get_shipment would say.
                 body = found.get(number)
