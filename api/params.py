@@ -202,7 +202,7 @@ class QuerySchema(Schema):
 @functools.cache
 def _query_schema(schema_class):
     """One instance per query schema, made once: loading keeps no state in it, and making one per request
-    (copying its declared fields) cost 30 to 60 µs."""
+    would copy its declared fields on every request."""
     return schema_class()
 
 
