@@ -1,4 +1,4 @@
-"""Throughput of GET /shipments?limit=100 against its floor (issue 9), in one run (not a test).
+"""Throughput of GET /shipments?limit=100 against its floor, in one run (not a test).
 
     .venv/bin/python bench/floor.py --rounds 3 --seconds 15
 
@@ -6,7 +6,7 @@ On the bench database of bench/api.py (100,000 shipments): the service and bench
 same 100 rows as one json_agg, text passed through: what the hardware gives before any API work)
 each under gunicorn with the same settings (2 sync workers), measured alternately, `--clients`
 connections each requesting as fast as answers come for `--seconds`. Prints requests/s per round,
-the medians and the ratio service/floor (issue 9's target: at least 1).
+the medians and the ratio service/floor (the target: at least 1, docs/performance.md).
 """
 import argparse
 import os
