@@ -55,7 +55,7 @@ DEFAULTS = {
     # Seconds the API waits for a new connection, and for one statement (then answers 503): both well
     # inside gunicorn's 30 s worker timeout, so a database that hangs never gets a worker killed.
     "DATABASE_CONNECT_TIMEOUT": 5,
-    # Seconds one statement of the API may run; its slowest (at-risk free time at a million) takes 0.1 s.
+    # Seconds one statement of the API may run: far above its slowest (the at-risk list, docs/performance.md).
     "DATABASE_STATEMENT_TIMEOUT": 5,
     # The delivery script's: it waits out outages by itself (backoff), and renders in batches.
     "DELIVERY_CONNECT_TIMEOUT": 10,

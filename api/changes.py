@@ -1,7 +1,7 @@
 """GET /changes: the change feed a mirror polls (docs/sync.md)."""
 from flask import Blueprint
 
-from api import render, renderings
+from api import responses, shipment_renderings
 from api.apidoc import get_route
 from api.context import get_conn, principal, version
 from api.params import ChangeCursor, parse_query
@@ -31,19 +31,20 @@ def list_changes():
     """
     query = parse_query(ChangeListQuerySchema)
     since = query.get("since", ChangeCursor.START)
-    conn, organization_id, shown = get_conn(), principal()["organization_id"], version()
+    conn, organization_id, api_version = get_conn(), principal()["organization_id"], version()
     with db.one_snapshot(conn):
         page = changes.changes_after(conn, organization_id, since, query["limit"] + 1)
-        visible = [number for _position, number, _revision, is_visible in page if is_visible]
-        stored = renderings.page(conn, organization_id, shown, len(visible), shipment_ids=visible) if visible else []
-        made = renderings.render_missing(conn, organization_id, shown, stored)
-    renderings.keep(conn, shown, made)
-    bodies = renderings.bodies(stored, made)
+        visible = [shipment_id for _position, shipment_id, _revision, is_visible in page if is_visible]
+        rows = (shipment_renderings.page(conn, organization_id, api_version, len(visible), shipment_ids=visible)
+                if visible else [])
+        made = shipment_renderings.render_missing(conn, organization_id, api_version, rows)
+    shipment_renderings.store(conn, api_version, made)
+    bodies_by_id = shipment_renderings.bodies_by_id(rows, made)
     has_more = len(page) > query["limit"]
     page = page[:query["limit"]]
-    items = [bodies[number] if is_visible else
+    items = [bodies_by_id[shipment_id] if is_visible else
              dumps(present("deleted_shipment", DeletedShipmentSchema,
-                           {"id": number, "revision": revision, "deleted": True}, shown))
-             for _position, number, revision, is_visible in page]
+                           {"id": shipment_id, "revision": revision, "deleted": True}, api_version))
+             for _position, shipment_id, revision, is_visible in page]
     # The shipments as stored, never parsed again; the envelope as ChangeListSchema orders it.
-    return render.stored_list(items, has_more, next_since=ChangeCursor.format(page[-1][0] if page else since))
+    return responses.stored_list(items, has_more, next_since=ChangeCursor.format(page[-1][0] if page else since))

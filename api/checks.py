@@ -4,7 +4,7 @@ from flask import Blueprint
 from api.apidoc import get_route
 from api.context import get_conn, principal
 from api.params import parse_query
-from api.render import listing
+from api.responses import listing
 from api.schemas.checks import ShipmentCheckSchema
 from api.schemas.queries import CheckListQuerySchema
 from api.schemas.common import list_schema

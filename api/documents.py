@@ -10,7 +10,7 @@ from flask import Blueprint, current_app, send_file
 from api.apidoc import get_route
 from api.conditional import row_etag
 from api.context import get_conn, principal
-from api.render import listing, missing, path_id, resource
+from api.responses import listing, missing, path_id, resource
 from api.schemas.common import list_schema
 from api.schemas.documents import DocumentDataSchema, DocumentSchema, PackingListFieldsSchema
 from models import documents
@@ -61,11 +61,11 @@ def get_document(document_id):
     says whether `/documents/{document_id}/file` serves its file; `data_available` whether
     `/documents/{document_id}/data` has extracted fields.
     """
-    found = documents.get_document(get_conn(), principal()["organization_id"],
-                                   path_id(document_id, "doc", "document"))
-    if found is None:
+    document = documents.get_document(get_conn(), principal()["organization_id"],
+                                      path_id(document_id, "doc", "document"))
+    if document is None:
         raise missing("document", document_id)
-    return resource("document", DocumentSchema, found)
+    return resource("document", DocumentSchema, document)
 
 
 # PackingListFields is named by $ref in DocumentDataSchema.fields, so the description must define it.
@@ -77,11 +77,11 @@ def get_document_data(document_id):
     lists, when not found). When nothing was extracted or the type has no structured schema, `schema`
     is null and `fields` is `{}`, still with status 200.
     """
-    found = documents.get_document_data(get_conn(), principal()["organization_id"],
-                                        path_id(document_id, "doc", "document"))
-    if found is None:
+    document = documents.get_document_data(get_conn(), principal()["organization_id"],
+                                              path_id(document_id, "doc", "document"))
+    if document is None:
         raise missing("document", document_id)
-    return resource("document_data", DocumentDataSchema, found)
+    return resource("document_data", DocumentDataSchema, document)
 
 
 # `format: binary` rather than 3.1's contentMediaType: openapi-python-client reads it as a file (bytes).
@@ -98,25 +98,25 @@ def download_document_file(document_id):
     `application/octet-stream`; the file name is in `Content-Disposition`. Only a document whose
     `downloadable` is true has a file: one still being scanned, blocked or without a file is a 404.
     """
-    found = documents.get_document_file(get_conn(), principal()["organization_id"],
-                                        path_id(document_id, "doc", "document file"))
-    stored = found and open_stored_file(current_app.config["STORAGE_DIR"], found["storage_key"])
+    document = documents.get_document_file(get_conn(), principal()["organization_id"],
+                                           path_id(document_id, "doc", "document file"))
+    stored = document and open_stored_file(current_app.config["STORAGE_DIR"], document["storage_key"])
     if not stored:
         raise missing("document file", document_id)
     file, size = stored
-    media_type = served_media_type(found["content_type"])
+    media_type = served_media_type(document["content_type"])
     # The open file is wrapped, not read: the WSGI server streams it in chunks (wsgi.file_wrapper
     # when it has one). No Range handling; If-None-Match is answered by api/conditional.py.
     response = send_file(file, mimetype="application/octet-stream", as_attachment=True, download_name="file",
                          conditional=False, etag=False, last_modified=None, max_age=None)
     # From the row, so the file is never read to hash it: the writer sets a new updated_at (and usually a
     # new storage key) when the file changes; the name and type are in the headers a 200 sends.
-    response.set_etag(row_etag(found["id"], found["updated_at"].isoformat(), found["byte_size"],
-                               found["storage_key"], found["content_type"], found["filename"]))
+    response.set_etag(row_etag(document["id"], document["updated_at"].isoformat(), document["byte_size"],
+                               document["storage_key"], document["content_type"], document["filename"]))
     response.content_length = size
     # Set after send_file, which would add a charset of its own to text types.
     response.headers["Content-Type"] = media_type
-    response.headers["Content-Disposition"] = content_disposition(found["filename"])
+    response.headers["Content-Disposition"] = content_disposition(document["filename"])
     response.headers["X-Content-Type-Options"] = "nosniff"
     response.headers["Cache-Control"] = "private, no-store"
     return response

@@ -4,7 +4,7 @@ from flask import Blueprint
 from api.apidoc import get_route
 from api.context import get_conn, principal
 from api.params import parse_query
-from api.render import missing, path_id, stored, stored_listing
+from api.responses import missing, path_id, stored, stored_listing
 from api.schemas.queries import EventListQuerySchema
 from models import events
 
@@ -47,8 +47,8 @@ def get_event(webhook_event_id):
     a test event, one older than 30 days, one of a shipment waiting for approval or belonging to someone
     else, or of another organization is a 404, like a missing one.
     """
-    found = events.get_from_history(get_conn(), principal()["organization_id"],
+    event = events.get_from_history(get_conn(), principal()["organization_id"],
                                     path_id(webhook_event_id, "msg", "event"))
-    if found is None:
+    if event is None:
         raise missing("event", webhook_event_id)
-    return stored(found["body"])
+    return stored(event["body"])

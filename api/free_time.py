@@ -8,7 +8,7 @@ from flask import Blueprint
 
 from api.apidoc import get_route
 from api.context import get_conn, principal, version
-from api.render import missing, path_id, resource, stored_list
+from api.responses import missing, path_id, resource, stored_list
 from api.schemas.common import list_schema
 from api.schemas.free_time import FreeTimeSummarySchema
 from api.schemas.present import dumps, present
@@ -65,22 +65,22 @@ def list_free_time_at_risk():
     return stored_list(at_risk_bodies(rows, now, version()), False)
 
 
-def at_risk_bodies(rows, now, shown, window_days=free_time.AT_RISK_WINDOW_DAYS):
+def at_risk_bodies(rows, now, api_version, window_days=free_time.AT_RISK_WINDOW_DAYS):
     """The JSON of each listed summary among candidate rows (id, facts), most urgent first."""
     listed = []
     for row in rows:
         digest = hashlib.blake2b(row["facts"].encode(), digest_size=16).digest()
         entry = _summaries.get(row["id"])
-        if (entry is None or entry.digest != digest or entry.version != shown or entry.window_days != window_days
+        if (entry is None or entry.digest != digest or entry.version != api_version or entry.window_days != window_days
                 or not entry.valid_from <= now < entry.valid_until):
-            entry = _summarize(row["id"], row["facts"], digest, now, shown, window_days)
+            entry = _summarize(row["id"], row["facts"], digest, now, api_version, window_days)
         if entry.key is not None:
             listed.append((entry.key, entry.body))
     listed.sort(key=itemgetter(0))
     return [body for _key, body in listed]
 
 
-def _summarize(shipment_id, facts_text, digest, now, shown, window_days):
+def _summarize(shipment_id, facts_text, digest, now, api_version, window_days):
     """Run the engine on one candidate's facts and keep the result."""
     facts = free_time_queries.parse_facts(facts_text)
     valid_from, valid_until = free_time.same_days_span(
@@ -89,8 +89,8 @@ def _summarize(shipment_id, facts_text, digest, now, shown, window_days):
     entry = free_time.at_risk_entry(*facts, now, window_days)
     if entry is not None:
         key, summary = entry
-        body = dumps(present("free_time_summary", FreeTimeSummarySchema, summary, shown))
+        body = dumps(present("free_time_summary", FreeTimeSummarySchema, summary, api_version))
     if len(_summaries) >= MAX_SUMMARIES:
         _summaries.clear()
-    _summaries[shipment_id] = kept = _Summary(digest, shown, window_days, valid_from, valid_until, key, body)
+    _summaries[shipment_id] = kept = _Summary(digest, api_version, window_days, valid_from, valid_until, key, body)
     return kept

@@ -20,9 +20,9 @@ _ID = re.compile(f"([a-z]{{3}})_({_NUMBER})", re.ASCII)
 CHANGE_CURSOR_PATTERN = r"^(0|[1-9][0-9]{0,19})\.(0|[1-9][0-9]{0,18})$"
 
 
-def format_id(prefix, number):
+def format_id(prefix, object_id):
     """`shp`, 42 -> 'shp_42'; None stays None."""
-    return None if number is None else f"{prefix}_{number}"
+    return None if object_id is None else f"{prefix}_{object_id}"
 
 
 def parse_id(value, prefix):

@@ -22,8 +22,8 @@ log = logging.getLogger(__name__)
 # The mode prometheus_client chose when first imported (PROMETHEUS_MULTIPROC_DIR set then or not): the
 # counts are where that mode writes them, whatever the environment says later.
 MULTIPROCESS = values.ValueClass is not values.MutexValue
-# In that mode every increment asks the kernel for the pid, to notice a fork: three system calls a
-# request, most of what recording it costs. A pid kept here and renewed in a forked child is the same answer.
+# In that mode every increment asks the kernel for the pid, to notice a fork. A pid kept here and renewed
+# in a forked child is the same answer without a system call on every increment of every request.
 _PID = [os.getpid()]
 os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
 if MULTIPROCESS:
@@ -37,7 +37,7 @@ OTHER_METHOD = "other"
 
 REQUESTS = Counter("shiptrack_http_requests_total", "HTTP requests answered, by URL rule, method and status.",
                    ["route", "method", "status"])
-# From a cached 304 (about a millisecond) to a page of 100 shipments on a cold cache and the 10 s limit.
+# From a cached 304 to a page of 100 shipments on a cold cache, up to the 10 s limit.
 DURATION = Histogram("shiptrack_http_request_duration_seconds", "Time to answer an HTTP request, by URL rule.",
                      ["route"], buckets=(0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0))
 RATE_LIMIT_REFUSALS = Counter("shiptrack_rate_limit_refusals_total",
@@ -64,7 +64,7 @@ def method_label(method):
 
 
 # (route, method label, status) -> (its counter, its route's histogram): labels() validates and locks
-# on every call, which would be a third of what recording a request costs.
+# on every call, and the same few label sets recur on every request, so each is looked up once.
 _CHILDREN = {}
 
 
@@ -93,15 +93,15 @@ class DatabaseGauges:
 
     def collect(self):
         """The gauges, plus shiptrack_database_up (1 when the statement answered)."""
-        values = self._read()
+        readings = self._read()
         up = GaugeMetricFamily("shiptrack_database_up", "Whether this scrape's database statement answered.")
-        up.add_metric([], 0 if values is None else 1)
+        up.add_metric([], 0 if readings is None else 1)
         yield up
-        if values is None:
+        if readings is None:
             return
         for key, name, description in _GAUGES:
             gauge = GaugeMetricFamily(name, description)
-            gauge.add_metric([], float(values[key]))
+            gauge.add_metric([], float(readings[key]))
             yield gauge
 
     def _read(self):

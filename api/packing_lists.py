@@ -1,10 +1,10 @@
 """GET /shipments/{shipment_id}/packing_lists."""
 from flask import Blueprint
 
-from api import renderings
+from api import shipment_renderings
 from api.apidoc import get_route
 from api.context import get_conn, principal, version
-from api.render import missing, path_id, stored
+from api.responses import missing, path_id, stored
 from api.schemas.common import list_schema
 from api.schemas.packing_lists import PackingListSchema
 
@@ -18,7 +18,7 @@ def list_shipment_packing_lists(shipment_id):
     Replaced packing lists are left out. Pallets on no packing list are not reachable here, but count
     in the shipment's `cargo.pallets`. `has_more` is always false.
     """
-    body = renderings.packing_lists_body(get_conn(), principal()["organization_id"], version(),
+    body = shipment_renderings.packing_lists_body(get_conn(), principal()["organization_id"], version(),
                                          path_id(shipment_id, "shp", "shipment"))
     if body is None:
         raise missing("shipment", shipment_id)

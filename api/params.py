@@ -71,10 +71,10 @@ class PrefixedId(fields.String):
         super().__init__(metadata=metadata, **kwargs)
 
     def _deserialize(self, value, attr, data, **kwargs):
-        number = parse_id(value, self.prefix)
-        if number is None:
+        object_id = parse_id(value, self.prefix)
+        if object_id is None:
             raise ValidationError(f"{attr} must be an id of the form {self.prefix}_<positive integer>.")
-        return number
+        return object_id
 
 
 class ChangeCursor(fields.String):
@@ -131,10 +131,10 @@ class IdList(fields.String):
         super().__init__(metadata=metadata, **kwargs)
 
     def _deserialize(self, value, attr, data, **kwargs):
-        numbers = [parse_id(item, self.prefix) for item in value.split(",")]
-        if None in numbers:
+        object_ids = [parse_id(item, self.prefix) for item in value.split(",")]
+        if None in object_ids:
             raise ValidationError(f"{attr} must be a comma-separated list of {self.prefix}_<positive integer> ids.")
-        return list(dict.fromkeys(numbers))
+        return list(dict.fromkeys(object_ids))
 
 
 class Choice(fields.String):
@@ -202,7 +202,7 @@ class QuerySchema(Schema):
 @functools.cache
 def _query_schema(schema_class):
     """One instance per query schema, made once: loading keeps no state in it, and making one per request
-    (copying its declared fields) cost 30 to 60 µs."""
+    would copy its declared fields on every request."""
     return schema_class()
 
 

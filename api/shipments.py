@@ -1,11 +1,11 @@
 """GET /shipments and GET /shipments/{shipment_id}: stored renderings served as bytes, made on a miss."""
 from flask import Blueprint
 
-from api import renderings
+from api import shipment_renderings
 from api.apidoc import get_route
 from api.context import get_conn, principal, version
 from api.params import parse_query
-from api.render import missing, path_id, stored, stored_listing
+from api.responses import missing, path_id, stored, stored_listing
 from api.schemas.common import list_schema
 from api.schemas.queries import ShipmentListQuerySchema
 from api.schemas.shipments import ShipmentSchema
@@ -25,14 +25,14 @@ def list_shipments():
     while `has_more` is true: shipments added meanwhile cause no gaps or repeats.
     """
     query = parse_query(ShipmentListQuerySchema)
-    bodies = shipment_bodies(
+    shipment_json = shipment_bodies(
         query["limit"] + 1,
         q=query.get("q"), statuses=query.get("status"), label_ids=query.get("labels"),
         archived=_ARCHIVED[query["archived"]],
         created_after=query.get("created_after"), created_before=query.get("created_before"),
         eta_after=query.get("eta_after"), eta_before=query.get("eta_before"),
         starting_after=query.get("starting_after"))
-    return stored_listing(bodies, query["limit"])
+    return stored_listing(shipment_json, query["limit"])
 
 
 @get_route(bp, "/shipments/<shipment_id>", ShipmentSchema)
@@ -41,10 +41,10 @@ def get_shipment(shipment_id):
 
     A shipment waiting for approval or of another organization is a 404, like a missing one.
     """
-    found = shipment_bodies(1, shipment_id=path_id(shipment_id, "shp", "shipment"))
-    if not found:
+    shipment_json = shipment_bodies(1, shipment_id=path_id(shipment_id, "shp", "shipment"))
+    if not shipment_json:
         raise missing("shipment", shipment_id)
-    return stored(found[0])
+    return stored(shipment_json[0])
 
 
 def shipment_bodies(limit, **filters):
@@ -54,13 +54,13 @@ def shipment_bodies(limit, **filters):
     checked in the statement that reads it); the others are rendered from one snapshot, served, and
     stored for the next read.
     """
-    conn, organization_id, shown = get_conn(), principal()["organization_id"], version()
-    stored = renderings.page(conn, organization_id, shown, limit, **filters)
+    conn, organization_id, api_version = get_conn(), principal()["organization_id"], version()
+    rows = shipment_renderings.page(conn, organization_id, api_version, limit, **filters)
     made = {}
-    if any(body is None for _number, body in stored):
+    if any(body is None for _shipment_id, body in rows):
         with db.one_snapshot(conn):
-            made = renderings.render_missing(conn, organization_id, shown, stored)
-        renderings.keep(conn, shown, made)
-    found = renderings.bodies(stored, made)
+            made = shipment_renderings.render_missing(conn, organization_id, api_version, rows)
+        shipment_renderings.store(conn, api_version, made)
+    bodies_by_id = shipment_renderings.bodies_by_id(rows, made)
     # A shipment hidden or deleted between the two reads is left out, as a read after it would.
-    return [found[number] for number, _body in stored if number in found]
+    return [bodies_by_id[shipment_id] for shipment_id, _body in rows if shipment_id in bodies_by_id]

@@ -3,7 +3,7 @@ from flask import Blueprint
 
 from api.apidoc import get_route
 from api.context import get_conn, principal
-from api.render import missing, path_id, resource
+from api.responses import missing, path_id, resource
 from api.schemas.timeline import TimelineSchema
 from models import timeline
 

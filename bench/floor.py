@@ -6,7 +6,7 @@ On the bench database of bench/api.py (100,000 shipments): the service and bench
 same 100 rows as one json_agg, text passed through: what the hardware gives before any API work)
 each under gunicorn with the same settings (2 sync workers), measured alternately, `--clients`
 connections each requesting as fast as answers come for `--seconds`. Prints requests/s per round,
-the medians and the ratio service/floor (the target: at least 1).
+the medians and the ratio service/floor (the target: at least 1, docs/performance.md).
 
 With `--code DIR` a third gunicorn serves the same database from another checkout (the code before a
 change, e.g. `git archive <commit> | tar -x -C DIR`), measured in turn with the other two, so old and

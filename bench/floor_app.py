@@ -1,4 +1,4 @@
-"""The floor of issue 9 (not the service): the same 100 shipment rows as one json_agg, its text passed through."""
+"""The floor (not the service): the same 100 shipment rows as one json_agg, its text passed through."""
 import os
 
 import psycopg2

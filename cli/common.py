@@ -49,10 +49,10 @@ def require_member(conn, organization, email, roles=organizations.ROLES):
 
 def require_id(value, prefix, noun):
     """The integer of a `<prefix>_<n>` id given on the command line."""
-    number = parse_id(value, prefix)
-    if number is None:
+    object_id = parse_id(value, prefix)
+    if object_id is None:
         raise click.BadParameter(f"{value!r} is not a {noun} id ({prefix}_<n>)")
-    return number
+    return object_id
 
 
 def print_table(rows, columns):

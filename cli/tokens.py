@@ -54,9 +54,9 @@ def list_(slug, actor):
 @click.option("--as", "actor", help="Members revoke their own tokens; admins and owners any token.")
 def revoke(token_id, actor):
     """Revoke a token (tok_<n>); it stops working at once."""
-    number = require_id(token_id, PREFIXES["token"], "token")
+    parsed_id = require_id(token_id, PREFIXES["token"], "token")
     with transaction() as conn:
-        token = tokens.get_token(conn, number)
+        token = tokens.get_token(conn, parsed_id)
         if token is None:
             raise click.ClickException(f"no token {token_id}")
         if actor:
@@ -65,5 +65,5 @@ def revoke(token_id, actor):
             member = require_member(conn, org, actor)
             if member["role"] == "member" and member["user_id"] != token["user_id"]:
                 raise click.ClickException(f"{actor} is a member and can revoke only their own tokens")
-        tokens.revoke_token(conn, number)
+        tokens.revoke_token(conn, parsed_id)
     click.echo(f"revoked {token_id}")

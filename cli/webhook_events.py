@@ -41,35 +41,35 @@ def retry_render(event_ids, every, slug, actor):
         raise click.UsageError("name events (msg_<n> ...) or give --all")
     if actor and not (slug or event_ids):
         raise click.UsageError("--as needs --org or named events")
-    numbers = [require_id(value, EVENT, "event") for value in event_ids] or None
+    parsed_ids = [require_id(value, EVENT, "event") for value in event_ids] or None
     with transaction() as conn:
         org = require_organization(conn, slug) if slug else None
         if actor and org:
             require_member(conn, org, actor, MANAGERS)
-        if numbers and actor:
-            for number in numbers:
-                found = events.get_event(conn, number)
-                if found is not None:
-                    require_member(conn, organizations.get_organization(conn, found["organization_id"]), actor,
+        if parsed_ids and actor:
+            for event_id in parsed_ids:
+                event = events.get_event(conn, event_id)
+                if event is not None:
+                    require_member(conn, organizations.get_organization(conn, event["organization_id"]), actor,
                                    MANAGERS)
-        retried = events.retry_render_failures(conn, numbers, org and org["id"])
-        missing = sorted(set(numbers or ()) - set(retried))
+        retried = events.retry_render_failures(conn, parsed_ids, org and org["id"])
+        missing = sorted(set(parsed_ids or ()) - set(retried))
         if missing:
             raise click.ClickException(", ".join(format_id(EVENT, n) for n in missing)
                                        + " did not fail to render; nothing to retry")
         for start in range(0, len(retried), RENDER_BATCH):
             render_pending(conn, utcnow(), RENDER_BATCH, event_ids=retried[start:start + RENDER_BATCH])
-        outcomes = {row["id"]: row for row in (events.get_event(conn, number) for number in retried)}
+        outcomes = {row["id"]: row for row in (events.get_event(conn, event_id) for event_id in retried)}
     failed = 0
-    for number in retried:
-        row = outcomes[number]
+    for event_id in retried:
+        row = outcomes[event_id]
         if row["state"] == "render_failed":
             failed += 1
-            click.echo(f"{format_id(EVENT, number)}: still fails: {row['render_error']}")
+            click.echo(f"{format_id(EVENT, event_id)}: still fails: {row['render_error']}")
         elif row["state"] == "skipped":
-            click.echo(f"{format_id(EVENT, number)}: skipped (its subject can no longer be shown)")
+            click.echo(f"{format_id(EVENT, event_id)}: skipped (its subject can no longer be shown)")
         else:
-            click.echo(f"{format_id(EVENT, number)}: rendered; the next delivery pass sends it")
+            click.echo(f"{format_id(EVENT, event_id)}: rendered; the next delivery pass sends it")
     if not retried:
         click.echo("no event failed to render")
     if failed:

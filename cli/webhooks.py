@@ -66,12 +66,12 @@ def _since(value):
 
 def _endpoint(conn, value, actor):
     """The endpoint named `value` (whe_<n>), after checking the actor manages its organization."""
-    found = webhooks.get_endpoint(conn, require_id(value, ENDPOINT, "webhook endpoint"))
-    if found is None:
+    endpoint = webhooks.get_endpoint(conn, require_id(value, ENDPOINT, "webhook endpoint"))
+    if endpoint is None:
         raise click.ClickException(f"no webhook endpoint {value}")
     if actor:
-        require_member(conn, organizations.get_organization(conn, found["organization_id"]), actor, MANAGERS)
-    return found
+        require_member(conn, organizations.get_organization(conn, endpoint["organization_id"]), actor, MANAGERS)
+    return endpoint
 
 
 @webhooks_cli.command("add")
@@ -144,12 +144,12 @@ def roll_secret(endpoint_id, actor):
 def enable(endpoint_id, actor):
     """Enable an endpoint (after a fix); its failure count starts afresh. Prints how to recover what it missed."""
     with transaction() as conn:
-        found = _endpoint(conn, endpoint_id, actor)
-        webhooks.enable_endpoint(conn, found["id"])
+        endpoint = _endpoint(conn, endpoint_id, actor)
+        webhooks.enable_endpoint(conn, endpoint["id"])
     click.echo(f"{endpoint_id} enabled")
-    if not found["enabled"]:
+    if not endpoint["enabled"]:
         click.echo(f"to send what it missed while disabled: "
-                   f"flask --app app webhooks recover {endpoint_id} --since {format_when(found['disabled_at'])}")
+                   f"flask --app app webhooks recover {endpoint_id} --since {format_when(endpoint['disabled_at'])}")
 
 
 @webhooks_cli.command("disable")
@@ -158,9 +158,9 @@ def enable(endpoint_id, actor):
 def disable(endpoint_id, actor):
     """Disable an endpoint: it receives nothing, and its waiting deliveries are dropped."""
     with transaction() as conn:
-        found = _endpoint(conn, endpoint_id, actor)
+        endpoint = _endpoint(conn, endpoint_id, actor)
         now = utcnow()
-        dropped = webhooks.disable_endpoint(conn, found["id"], now, f"disabled by {actor or 'an operator'}",
+        dropped = webhooks.disable_endpoint(conn, endpoint["id"], now, f"disabled by {actor or 'an operator'}",
                                             notified_at=now)
     click.echo(f"{endpoint_id} disabled; {dropped} waiting deliveries dropped")
 
@@ -201,11 +201,11 @@ def test(endpoint_id, actor):
     """Send one webhook.test event now (never retried, never counted toward disabling)."""
     lease_until = utcnow() + _settings().lease
     with transaction() as conn, secret_keys(conn) as keys:
-        found = _endpoint(conn, endpoint_id, actor)
-        event = events.create_test_event(conn, found["organization_id"], found["id"])
+        endpoint = _endpoint(conn, endpoint_id, actor)
+        event = events.create_test_event(conn, endpoint["organization_id"], endpoint["id"])
         # Rendered through the outbox like any event, in this transaction, so no pass renders it first.
         render_pending(conn, utcnow(), event_ids=[event["id"]])
-        claimed = keys.opened(webhook_deliveries.create_claimed(conn, event["id"], found["id"], "test", 1,
+        claimed = keys.opened(webhook_deliveries.create_claimed(conn, event["id"], endpoint["id"], "test", 1,
                                                                 lease_until, str(uuid.uuid4()), utcnow()))
     if not _send_now([claimed]):
         raise click.ClickException("the test event was not delivered")
@@ -217,13 +217,13 @@ def test(endpoint_id, actor):
 @actor_option
 def resend(event_id, endpoint_id, actor):
     """Send an event again (same id, fresh timestamp); failures retry on the usual schedule."""
-    number = require_id(event_id, EVENT, "event")
+    parsed_id = require_id(event_id, EVENT, "event")
     lease_until = utcnow() + _settings().lease
     with transaction() as conn, secret_keys(conn) as keys:
-        event = events.get_event(conn, number)
+        event = events.get_event(conn, parsed_id)
         if event is not None and event["state"] == "pending":
-            render_pending(conn, utcnow(), event_ids=[number])
-            event = events.get_event(conn, number)
+            render_pending(conn, utcnow(), event_ids=[parsed_id])
+            event = events.get_event(conn, parsed_id)
         if event is None or event["type"] == "webhook.test":
             raise click.ClickException(f"no event {event_id} to resend")
         if actor:
@@ -244,7 +244,7 @@ def resend(event_id, endpoint_id, actor):
             targets = events.subscribed_endpoints(conn, event["organization_id"], event["type"])
         if not targets:
             raise click.ClickException(f"no enabled endpoint receives {event['type']}")
-        claimed = [keys.opened(webhook_deliveries.create_claimed(conn, number, target, "resend",
+        claimed = [keys.opened(webhook_deliveries.create_claimed(conn, parsed_id, target, "resend",
                                                                  retry.MAX_ATTEMPTS, lease_until,
                                                                  str(uuid.uuid4()), utcnow()))
                    for target in targets]
@@ -263,11 +263,11 @@ def recover(endpoint_id, since, actor):
     # Older events are gone or going (30-day retention); asking for more than that is not an error.
     start = max(start, now - retry.RETENTION)
     with transaction() as conn:
-        found = _endpoint(conn, endpoint_id, actor)
-        if not found["enabled"]:
+        endpoint = _endpoint(conn, endpoint_id, actor)
+        if not endpoint["enabled"]:
             raise click.ClickException(f"{endpoint_id} is disabled; enable it first")
         # Events not rendered yet are left to the next pass, which fans them out to it as usual.
-        queued = webhook_deliveries.queue_missed(conn, found["id"], start, now)
+        queued = webhook_deliveries.queue_missed(conn, endpoint["id"], start, now)
     click.echo(f"{endpoint_id}: {queued} missed events since {format_when(start)} queued; the next delivery pass sends them")
 
 

@@ -8,7 +8,7 @@ import logging
 import psycopg2
 
 from api.ids import PREFIXES, format_id
-from delivery.render import Renderer
+from delivery.event_rendering import Renderer
 from models import events
 
 log = logging.getLogger("delivery")

@@ -217,7 +217,7 @@ _FORMATS = {
 
 
 # Trigram (GIN) indexes of the tables the seed fills: a large load drops them and builds them
-# once at the end, which is many times faster than growing them row by row.  schema.sql
+# once at the end: building one from all rows is far cheaper than growing it row by row.  schema.sql
 # creates them again too (`flask db init`), should a load die before rebuilding them.
 GIN_INDEXES = """SELECT indexname, indexdef FROM pg_indexes
  WHERE schemaname = current_schema() AND tablename = ANY (%(tables)s) AND indexdef LIKE '%% USING gin %%'

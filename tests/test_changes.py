@@ -372,14 +372,14 @@ def test_only_open_transactions_of_this_database_hold_the_feed(conn, client, org
 def test_a_mirror_stays_exact_under_concurrent_writers(conn, client, org, database_url):
     """Writers with random, overlapping transaction lengths; a poller keeps a mirror; it ends equal."""
     shipments = [make_shipment(conn, org["id"]) for _ in range(40)]
-    stop = threading.Event()
+    stopping = threading.Event()
     errors = []
 
     def writer(seed):
         rng = random.Random(seed)
         connection = db.connect(database_url)
         try:
-            while not stop.is_set():
+            while not stopping.is_set():
                 with connection.cursor() as cur:
                     for shipment in sorted(rng.sample(shipments, rng.randint(1, 3))):  # one lock order
                         kind = rng.randrange(4)
@@ -425,7 +425,7 @@ def test_a_mirror_stays_exact_under_concurrent_writers(conn, client, org, databa
     while time.monotonic() < deadline:
         poll()
         time.sleep(0.05)        # within the token's 600 requests per 5 minutes
-    stop.set()
+    stopping.set()
     for thread in threads:
         thread.join()
     poll(settle=True)

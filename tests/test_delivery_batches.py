@@ -3,7 +3,7 @@ import json
 from datetime import datetime, timezone
 
 from delivery.outbox import render_pending
-from delivery.render import Renderer
+from delivery.event_rendering import Renderer
 from models import db
 from models.events import PendingEvent
 from tests.support.factories import auth, insert, make_container, make_org, make_shipment, make_token

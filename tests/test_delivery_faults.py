@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 import psycopg2
 import pytest
 
-from delivery import render
+from delivery import event_rendering
 from delivery.outbox import render_pending
 from delivery.worker import DatabaseUnavailable, Dispatcher
 from models import db, webhook_deliveries, webhooks
@@ -316,7 +316,7 @@ def test_a_render_error_is_its_own_state_listed_and_retried_after_the_fix(conn, 
 
     def broken(self, organization_id, shipment_id, version):
         raise KeyError("eta_local")  # a serialiser bug shipped by a deploy
-    monkeypatch.setattr(render.Renderer, "shipment", broken)
+    monkeypatch.setattr(event_rendering.Renderer, "shipment", broken)
     run_pass(settings)
     states = {row["id"]: (row["state"], row["render_error"])
               for row in _rows(conn, "SELECT id, state, render_error FROM events")}

@@ -1,4 +1,4 @@
-"""The API through database outages (issue 10): dropped connections, a database away at start-up and for a while.
+"""The API through database outages: dropped connections, a database away at start-up and for a while.
 
 Never a 500: a pooled connection the server dropped is replaced before use (or its request's first
 statements are retried once on a new one), a database that cannot be reached is 503 with

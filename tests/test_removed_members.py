@@ -1,4 +1,4 @@
-"""A removed membership's tokens never work again, whichever writer removes and re-adds the member (issue 10).
+"""A removed membership's tokens never work again, whichever writer removes and re-adds the member.
 
 The rule is the database's (trigger memberships_revoke_tokens): the application and a SQL console
 get it as the CLI does.

@@ -3,7 +3,7 @@ import random
 
 import pytest
 
-from api import renderings
+from api import shipment_renderings
 from api.schemas.present import dumps, present
 from api.schemas.shipments import ShipmentSchema
 from api.versions import LATEST
@@ -48,8 +48,8 @@ def fresh(conn, org_id):
 def fresh_packing_lists(conn, org_id, ids):
     """Each visible shipment's packing lists rendered now, without stored renderings."""
     found = {name: packing_lists.list_shipment_packing_lists(conn, org_id, int(name[4:])) for name in ids}
-    return {name: renderings.render_packing_lists(lists[1], LATEST) for name, lists in found.items()
-            if lists is not None}
+    return {name: shipment_renderings.render_packing_lists(lists[1], LATEST)
+            for name, lists in found.items() if lists is not None}
 
 
 def served_packing_lists(client, org, ids):
@@ -154,7 +154,7 @@ def test_a_rendering_is_served_only_for_its_revision_version_and_renderer(conn, 
     assert (now["reference"], now["notes"], now["revision"]) == ("S-1", "changed", first["revision"] + 1)
     # ...nor after a deploy of code that shapes shipments differently.
     sql(conn, "UPDATE shipment_renderings SET body = replace(body, 'S-1', 'S-STORED')")
-    monkeypatch.setattr(renderings, "RENDERER", "another-renderer")
+    monkeypatch.setattr(shipment_renderings, "RENDERER", "another-renderer")
     assert client.get(f"/shipments/shp_{shipment}", headers=auth(org["token"])).json["reference"] == "S-1"
     assert sql(conn, "SELECT renderer FROM shipment_renderings")[0]["renderer"] == "another-renderer"
 

@@ -19,7 +19,7 @@ from tests.support.processes import gunicorn
 from tests.test_http_limits import longest_value
 
 LIMIT = DEFAULTS["MAX_CONTENT_LENGTH"]
-# The reproduction: 42 MB of `[{},{},...]`, in pieces of 64 KiB.
+# A body far over the limit, cheap to send and costly to parse: 42 MB of `[{},{},...]`, in pieces of 64 KiB.
 PIECE = b"{}," * (65536 // 3)
 PIECES = 42 * 1024 * 1024 // len(PIECE)
 ACCEPT = b"Accept: application/json, text/event-stream"

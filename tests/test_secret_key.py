@@ -63,11 +63,11 @@ def add(cli, receiver, **config):
 
 def verified(receiver, secret, path=None):
     """How many requests the receiver got (at `path`), each checked with the standardwebhooks package."""
-    requests = [request for request in receiver.requests if path in (None, request["path"])]
-    for request in requests:
+    received = [request for request in receiver.requests if path in (None, request["path"])]
+    for request in received:
         standardwebhooks.Webhook(secret).verify(request["body"], {
             name: request["headers"][name] for name in ("webhook-id", "webhook-timestamp", "webhook-signature")})
-    return len(requests)
+    return len(received)
 
 
 def service_start_lines(database_url, tmp_path, key):

@@ -202,7 +202,7 @@ def test_checked_again_before_every_delivery(receiver, ca_bundle):
                                            ("65536", OUT_OF_RANGE.format("65536")),
                                            ("x", NOT_A_NUMBER.format("x"))])
 def test_port_checked_again_before_every_delivery(receiver, ca_bundle, port, message):
-    """A URL stored before ports were checked (port 0 used to mean 443) is not contacted."""
+    """A stored URL with a port the checks refuse (one written straight to the table) is not contacted."""
     settings = delivery_settings(WEBHOOK_ALLOWED_NETWORKS=["127.0.0.1/32"], WEBHOOK_CA_BUNDLE=ca_bundle)
     delivery = claimed_delivery(f"https://127.0.0.1:{port}/ok", "whsec_AAAA", 1, "{}")
     outcome = send_delivery(settings.make_sender(resolver), delivery).outcome

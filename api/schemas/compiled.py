@@ -1,7 +1,7 @@
 """Fast dumping derived from a marshmallow schema.
 
-marshmallow spends about 2 µs of bookkeeping per field; a page of 100 shipments has some
-10,000 fields, which made serialisation the largest cost of `GET /shipments`. `dumper(schema)`
+marshmallow pays its bookkeeping on every field it dumps, and a page of 100 shipments has some
+10,000 fields, so that bookkeeping would outweigh the rest of `GET /shipments`. `dumper(schema)`
 walks the schema's declared fields once and returns a plain function doing the same work:
 built-in scalar fields convert as marshmallow does, every other field calls its own
 `_serialize`, nested schemas recurse. The schema stays the single definition (and the source of

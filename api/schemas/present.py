@@ -1,6 +1,6 @@
 """An object as the API shows it: dumped by its schema, then shaped for a version (no Flask app here).
 
-The API's responses (api/render.py) and the webhook bodies (delivery/render.py) both come through
+The API's responses (api/responses.py) and the webhook bodies (delivery/event_rendering.py) both come through
 `present`, so an event's data.object is exactly what the API would answer at the same version.
 """
 import hashlib
@@ -15,7 +15,7 @@ from api.schemas.compiled import dumper
 _API = Path(__file__).resolve().parent.parent
 # What decides the bytes of a stored rendering (a shipment, its packing lists) besides its data and
 # version: the schemas, the dumper, the version steps, the ids and the assembly of rows. Stored
-# renderings carry this digest, so a deploy that changes any of them never serves one the old code made.
+# renderings carry this digest, so a deploy that changes any of them never serves one that other code made.
 _SHAPING_FILES = sorted([*(_API / "schemas").glob("*.py"), _API / "versions.py", _API / "ids.py",
                          _API.parent / "models" / "shipments.py", _API.parent / "models" / "packing_lists.py"])
 RENDERER = hashlib.blake2b(b"".join(path.read_bytes() for path in _SHAPING_FILES), digest_size=8).hexdigest()

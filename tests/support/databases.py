@@ -1,8 +1,8 @@
 """The PostgreSQL server the tests use: one schema database per session, emptied between tests.
 
 Copying a template database per test (`CREATE DATABASE ... TEMPLATE`) forces a checkpoint each
-time and made setup most of the suite's time. Instead every test gets the same session database
-with its tables emptied and its sequences restarted, which costs about 2 ms.
+time, which would make setup most of the suite's time. Instead every test gets the same session
+database with its tables emptied and its sequences restarted, in one round trip.
 """
 import os
 import uuid
@@ -93,8 +93,8 @@ class Emptier:
             tables = [row[0] for row in cur.fetchall()]
             cur.execute("SELECT format('%I', sequencename) FROM pg_sequences WHERE schemaname = 'public'")
             sequences = [row[0] for row in cur.fetchall()]
-        # DELETE with triggers and foreign keys off (replica role) is ~200 times faster than TRUNCATE on
-        # tiny tables: TRUNCATE makes new files for every table and index. setval is not transactional,
+        # DELETE with triggers and foreign keys off (replica role) rather than TRUNCATE, which makes new files
+        # for every table and index however few rows they hold. setval is not transactional,
         # which is fine here.
         restart = f"SELECT {', '.join(f'setval({s!r}, 1, false)' for s in sequences)};" if sequences else ""
         self.statement = ("BEGIN; SET LOCAL session_replication_role = replica; "

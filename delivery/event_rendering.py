@@ -1,7 +1,7 @@
 """Event bodies: data.object rendered once by the API's own serialisers at the organization's version."""
 import json
 
-from api import renderings, versions
+from api import shipment_renderings, versions
 from api.ids import PREFIXES, format_id
 from api.schemas.alerts import MonitoringAlertSchema
 from api.schemas.fields import UtcDateTime
@@ -35,8 +35,10 @@ class Renderer:
                 version = event.organization_version or versions.LATEST
                 wanted.setdefault((event.organization_id, version), set()).add(event.shipment_id)
         for (organization_id, version), numbers in wanted.items():
-            stored = renderings.page(self.conn, organization_id, version, len(numbers), shipment_ids=sorted(numbers))
-            found = renderings.bodies(stored, renderings.render_missing(self.conn, organization_id, version, stored))
+            stored = shipment_renderings.page(self.conn, organization_id, version, len(numbers),
+                                              shipment_ids=sorted(numbers))
+            made = shipment_renderings.render_missing(self.conn, organization_id, version, stored)
+            found = shipment_renderings.bodies_by_id(stored, made)
             for number in numbers:
                 # Absent: hidden or gone, as get_shipment would say.
                 body = found.get(number)

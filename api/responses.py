@@ -17,8 +17,8 @@ def listing(kind, schema_class, items, limit=None):
     has_more = limit is not None and len(items) > limit
     if has_more:
         items = items[:limit]
-    shown = version()
-    data = [present(kind, schema_class, obj, shown) for obj in items]
+    api_version = version()
+    data = [present(kind, schema_class, obj, api_version) for obj in items]
     return jsonify({"object": "list", "data": data, "has_more": has_more})
 
 
@@ -43,10 +43,10 @@ def stored_list(bodies, has_more, **members):
 
 def path_id(value, prefix, noun):
     """The integer of a path id, or 404 resource_missing for a malformed or wrong-prefix id."""
-    number = parse_id(value, prefix)
-    if number is None:
+    object_id = parse_id(value, prefix)
+    if object_id is None:
         raise missing(noun, value)
-    return number
+    return object_id
 
 
 def missing(noun, value):

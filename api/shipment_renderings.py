@@ -14,13 +14,13 @@ def page(conn, organization_id, version, limit, **filters):
     return shipments.rendered_page(conn, organization_id, limit, version, RENDERER, **filters)
 
 
-def render_missing(conn, organization_id, version, stored):
+def render_missing(conn, organization_id, version, rows):
     """{id: (revision, JSON)} for the shipments of a `page` without a current rendering, rendered now.
 
     Run it inside db.one_snapshot before keeping the result, so each rendering matches the revision
     stored with it; a shipment hidden or deleted meanwhile is absent.
     """
-    misses = [number for number, body in stored if body is None]
+    misses = [shipment_id for shipment_id, body in rows if body is None]
     if not misses:
         return {}
     fresh = shipments.list_shipments(conn, organization_id, len(misses), shipment_ids=misses)
@@ -28,16 +28,17 @@ def render_missing(conn, organization_id, version, stored):
             for shipment in fresh}
 
 
-def keep(conn, version, made):
+def store(conn, version, made):
     """Store what render_missing made (outside the snapshot: a store may wait for a concurrent one)."""
-    shipments.store_renderings(conn, version, RENDERER, [(number, *made[number]) for number in sorted(made)])
+    shipments.store_renderings(conn, version, RENDERER,
+                               [(shipment_id, *made[shipment_id]) for shipment_id in sorted(made)])
 
 
-def bodies(stored, made):
+def bodies_by_id(rows, made):
     """{id: JSON} of a `page`: as stored, else as made; shipments made nowhere (hidden meanwhile) are absent."""
-    found = {number: body for number, body in stored if body is not None}
-    found.update((number, body) for number, (_revision, body) in made.items())
-    return found
+    by_id = {shipment_id: body for shipment_id, body in rows if body is not None}
+    by_id.update((shipment_id, body) for shipment_id, (_revision, body) in made.items())
+    return by_id
 
 
 def packing_lists_body(conn, organization_id, version, shipment_id):
@@ -46,19 +47,19 @@ def packing_lists_body(conn, organization_id, version, shipment_id):
     Served as stored while current (the shipment's revision grows with every change to its packing
     lists, pallets and lines); otherwise rendered from one snapshot and stored.
     """
-    found = packing_lists.stored_rendering(conn, organization_id, shipment_id, version, RENDERER)
-    if found is None or found[1] is not None:
-        return found and found[1]
+    stored = packing_lists.stored_rendering(conn, organization_id, shipment_id, version, RENDERER)
+    if stored is None or stored[1] is not None:
+        return stored and stored[1]
     with db.one_snapshot(conn):
-        found = packing_lists.list_shipment_packing_lists(conn, organization_id, shipment_id)
-    if found is None:
+        current = packing_lists.list_shipment_packing_lists(conn, organization_id, shipment_id)
+    if current is None:
         return None                       # hidden or deleted between the two reads
-    revision, items = found
+    revision, items = current
     body = render_packing_lists(items, version)
     shipments.store_renderings(conn, version, RENDERER, [(shipment_id, revision, body)], resource="packing_lists")
     return body
 
 
 def render_packing_lists(items, version):
-    """The list envelope of packing lists as the API writes it (render.listing's bytes)."""
+    """The list envelope of packing lists as the API writes it (responses.listing's bytes)."""
     return list_text([dumps(present("packing_list", PackingListSchema, item, version)) for item in items], False)
