@@ -141,3 +141,18 @@ def test_free_time_facts_read_the_milestones_the_engine_reads():
     at_risk = words(free_time_queries.AT_RISK_SQL)
     assert at_risk.startswith(head) and at_risk.endswith(tail)
     assert words(free_time_queries._AT_RISK_CANDIDATES_SQL) in at_risk
+
+
+PREPARED = {f"{module}.{name}": value for module, name, value in (
+    (info.name, name, value) for info in pkgutil.iter_modules(models.__path__)
+    for name, value in vars(importlib.import_module(f"models.{info.name}")).items())
+    if isinstance(value, db.Prepared)}
+
+
+@pytest.mark.parametrize("name", sorted(PREPARED))
+def test_a_prepared_statement_prepares_as_models_db_sends_it(conn, name):
+    # models.cursors.Prepared makes its own PREPARE (names and `$n` of its own): the one requests send.
+    with conn.cursor() as cur:
+        cur.execute("BEGIN")
+        cur.execute(PREPARED[name].prepare_sql)
+        cur.execute("ROLLBACK")
