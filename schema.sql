@@ -268,10 +268,6 @@ CREATE TABLE IF NOT EXISTS shipments (
   -- follow the shipment when it moves (ON UPDATE CASCADE).
   UNIQUE (id, organization_id)
 );
-ALTER TABLE shipments ADD COLUMN IF NOT EXISTS search_text text;
-ALTER TABLE shipments ADD COLUMN IF NOT EXISTS revision bigint NOT NULL DEFAULT 1;
-ALTER TABLE shipments ADD COLUMN IF NOT EXISTS change_xid xid8 NOT NULL DEFAULT '1';
-ALTER TABLE shipments ADD COLUMN IF NOT EXISTS ever_visible boolean NOT NULL DEFAULT true;
 
 -- list_shipments: visible shipments of an organization, newest first (keyset on id).
 CREATE INDEX IF NOT EXISTS shipments_list_idx ON shipments (organization_id, archived, id DESC)
@@ -359,7 +355,6 @@ CREATE TABLE IF NOT EXISTS containers (
 );
 -- shipment containers (CONTAINERS_SQL in models/shipments.py), oldest first: created_at to the
 -- second as shown, then id. AT TIME ZONE 'UTC' makes the expression immutable, so indexable.
-DROP INDEX IF EXISTS containers_shipment_idx;
 CREATE INDEX IF NOT EXISTS containers_shipment_created_idx
   ON containers (shipment_id, date_trunc('second', created_at AT TIME ZONE 'UTC'), id);
 
@@ -478,7 +473,6 @@ CREATE TABLE IF NOT EXISTS documents (
   UNIQUE (id, shipment_id)
 );
 -- list_shipment_documents: current documents, oldest first (created_at to the second as shown, then id)
-DROP INDEX IF EXISTS documents_shipment_idx;
 CREATE INDEX IF NOT EXISTS documents_shipment_created_idx
   ON documents (shipment_id, date_trunc('second', created_at AT TIME ZONE 'UTC'), id) WHERE record_kind = 'current';
 
@@ -525,7 +519,6 @@ CREATE TABLE IF NOT EXISTS packing_lists (
 );
 -- list_shipment_packing_lists: packing lists of a shipment, oldest first (created_at to the second,
 -- then id); also the shipment's has_packing_list test in list_shipments and the cascade index.
-DROP INDEX IF EXISTS packing_lists_shipment_idx;
 CREATE INDEX IF NOT EXISTS packing_lists_shipment_created_idx
   ON packing_lists (shipment_id, date_trunc('second', created_at AT TIME ZONE 'UTC'), id);
 
@@ -881,10 +874,6 @@ BEGIN
   RETURN NULL;
 END
 $$;
-DROP TRIGGER IF EXISTS containers_effective_eta_insert ON containers;
-DROP TRIGGER IF EXISTS containers_effective_eta_update ON containers;
-DROP TRIGGER IF EXISTS containers_effective_eta_delete ON containers;
-DROP FUNCTION IF EXISTS containers_refresh_effective_eta();
 DO $$
 DECLARE
   child text;
@@ -906,7 +895,6 @@ $$;
 CREATE OR REPLACE TRIGGER labels_refresh_update
   AFTER UPDATE ON labels REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
   FOR EACH STATEMENT EXECUTE FUNCTION touch_labelled_shipments();
-DROP FUNCTION IF EXISTS refresh_parent_shipments();
 
 -- A shipment deleted after its organization saw it leaves a row for GET /changes.  Not when its
 -- whole organization goes (the organization row is already gone when this runs), nor when the
@@ -1066,12 +1054,12 @@ CREATE TABLE IF NOT EXISTS webhook_endpoints (
   failing_since        timestamptz,
   last_failure_at      timestamptz,
   created_at           timestamptz NOT NULL DEFAULT now(),
-  updated_at           timestamptz NOT NULL DEFAULT now()
+  updated_at           timestamptz NOT NULL DEFAULT now(),
+  -- Set once the admins were warned that the current failure run passed 24 hours;
+  -- cleared when the run ends or a new one starts (one warning per run).
+  failure_warned_at    timestamptz
 );
 CREATE INDEX IF NOT EXISTS webhook_endpoints_organization_idx ON webhook_endpoints (organization_id, id);
--- Set once the admins were warned that the current failure run passed 24 hours;
--- cleared when the run ends or a new one starts (one warning per run).
-ALTER TABLE webhook_endpoints ADD COLUMN IF NOT EXISTS failure_warned_at timestamptz;
 
 -- At most 5 endpoints per organization, whoever writes them.  The organization
 -- row is locked so two concurrent inserts cannot both see 4.

@@ -14,9 +14,13 @@ pg_stat_activity shows every session's database and backend_xid to any role (onl
 state need pg_read_all_stats). What it cannot place (a prepared transaction) keeps holding the
 horizon: slower, never wrong.  docs/sync.md explains it for users.
 """
-# The horizon: changes of transactions below it are final (module docstring).
-HORIZON_CTES = """
-snapshot AS (SELECT pg_current_snapshot() AS taken),
+# GET /changes: live and deleted shipments after a position, below the horizon (the first three CTEs:
+# changes of transactions below it are final, module docstring), oldest change first.
+# Each branch is one range scan of its (organization_id, change_xid, id) index. A deletion is ignored
+# while the organization has a shipment of that id it has seen (one moved back, or an id given again
+# by hand): that shipment comes whole instead.
+FEED_SQL = """
+WITH snapshot AS (SELECT pg_current_snapshot() AS taken),
 elsewhere AS (
   SELECT a.backend_xid::text::bigint AS xid
     FROM pg_stat_activity a
@@ -25,14 +29,7 @@ horizon AS (
   SELECT coalesce((SELECT min(running.xid) FROM pg_snapshot_xip(snapshot.taken) AS running (xid)
                     WHERE (running.xid::text::bigint & 4294967295) NOT IN (SELECT xid FROM elsewhere)),
                   pg_snapshot_xmax(snapshot.taken)) AS xmin
-    FROM snapshot)
-"""
-
-# GET /changes: live and deleted shipments after a position, below the horizon, oldest change first.
-# Each branch is one range scan of its (organization_id, change_xid, id) index. A deletion is ignored
-# while the organization has a shipment of that id it has seen (one moved back, or an id given again
-# by hand): that shipment comes whole instead.
-FEED_SQL = "WITH" + HORIZON_CTES + """,
+    FROM snapshot),
 live AS (
   SELECT s.id, s.revision, s.change_xid, NOT s.awaiting_approval AND NOT s.owned_elsewhere AS visible
     FROM shipments s

@@ -3,10 +3,16 @@ import os
 from pathlib import Path
 
 import psycopg2
+from psycopg2 import sql
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 EMBEDDED_DATA_DIR = PROJECT_DIR / ".data" / "pg"
 EMBEDDED_DATABASE = "shiptrack"
+
+# Whether the embedded server has the database yet (asked of its `postgres` database).
+_DATABASE_EXISTS_SQL = "SELECT 1 FROM pg_database WHERE datname = %(database)s"
+# The database made when missing: its name is an identifier, which only psycopg2.sql composes safely.
+_CREATE_DATABASE = sql.SQL("CREATE DATABASE {database}")
 
 
 def embedded_database_url(data_dir=EMBEDDED_DATA_DIR, database=EMBEDDED_DATABASE):
@@ -41,9 +47,9 @@ def _create_database(admin_url, database):
     conn.autocommit = True
     try:
         with conn.cursor() as cur:
-            cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,))
+            cur.execute(_DATABASE_EXISTS_SQL, {"database": database})
             if cur.fetchone() is None:
-                cur.execute(f'CREATE DATABASE "{database}"')
+                cur.execute(_CREATE_DATABASE.format(database=sql.Identifier(database)))
     finally:
         conn.close()
 

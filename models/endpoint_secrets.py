@@ -4,16 +4,34 @@
 _ENCRYPTED = {"encrypted": "fernet:%"}
 
 
+# survey_secrets: at start of every process; at most five endpoints per organization.
+_SURVEY_SECRETS_SQL = """
+SELECT count(*) FILTER (WHERE secret NOT LIKE %(encrypted)s) AS plain,
+       count(*) FILTER (WHERE secret LIKE %(encrypted)s) AS encrypted,
+       (SELECT secret FROM webhook_endpoints WHERE secret LIKE %(encrypted)s
+         ORDER BY id LIMIT 1) AS sample
+  FROM webhook_endpoints
+"""
+
+# lock_secrets: `secrets encrypt` and `secrets rotate`; `roll-secret` meanwhile waits for them.
+_LOCK_SECRETS_SQL = """
+SELECT id, secret FROM webhook_endpoints
+ WHERE NOT %(only_plain)s OR secret NOT LIKE %(encrypted)s
+ ORDER BY id FOR UPDATE
+"""
+
+# store_secrets: a re-encryption changes no setting, so updated_at is left alone.
+_STORE_SECRETS_SQL = """
+UPDATE webhook_endpoints e SET secret = v.secret
+  FROM unnest(%(ids)s::bigint[], %(secrets)s::text[]) AS v (id, secret)
+ WHERE e.id = v.id
+"""
+
+
 def survey(conn):
     """How many stored secrets are plain text and encrypted, and one encrypted value to try the key on."""
     with conn.cursor() as cur:
-        # survey_secrets: at start of every process; at most five endpoints per organization.
-        cur.execute("""
-            SELECT count(*) FILTER (WHERE secret NOT LIKE %(encrypted)s) AS plain,
-                   count(*) FILTER (WHERE secret LIKE %(encrypted)s) AS encrypted,
-                   (SELECT secret FROM webhook_endpoints WHERE secret LIKE %(encrypted)s
-                     ORDER BY id LIMIT 1) AS sample
-              FROM webhook_endpoints""", _ENCRYPTED)
+        cur.execute(_SURVEY_SECRETS_SQL, _ENCRYPTED)
         return cur.fetchone()
 
 
@@ -21,11 +39,7 @@ def lock_all(conn, only_plain=False):
     """Every endpoint's (id, stored secret), locked until the caller's transaction ends; with `only_plain`,
     only those stored as plain text."""
     with conn.cursor() as cur:
-        # lock_secrets: `secrets encrypt` and `secrets rotate`; `roll-secret` meanwhile waits for them.
-        cur.execute("""
-            SELECT id, secret FROM webhook_endpoints
-             WHERE NOT %(only_plain)s OR secret NOT LIKE %(encrypted)s
-             ORDER BY id FOR UPDATE""", {"only_plain": only_plain, **_ENCRYPTED})
+        cur.execute(_LOCK_SECRETS_SQL, {"only_plain": only_plain, **_ENCRYPTED})
         return [(row["id"], row["secret"]) for row in cur.fetchall()]
 
 
@@ -35,9 +49,6 @@ def store_all(conn, secrets):
     A re-encryption changes no setting, so updated_at is left alone.
     """
     with conn.cursor() as cur:
-        # store_secrets
-        cur.execute("""
-            UPDATE webhook_endpoints e SET secret = v.secret
-              FROM unnest(%(ids)s::bigint[], %(secrets)s::text[]) AS v (id, secret)
-             WHERE e.id = v.id""", {"ids": [pair[0] for pair in secrets], "secrets": [pair[1] for pair in secrets]})
+        cur.execute(_STORE_SECRETS_SQL, {"ids": [pair[0] for pair in secrets],
+                                         "secrets": [pair[1] for pair in secrets]})
         return cur.rowcount

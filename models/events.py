@@ -4,8 +4,6 @@ from datetime import datetime
 
 import psycopg2.extras
 
-from models.webhook_deliveries import NOT_RECEIVED_SQL
-
 
 @dataclass(frozen=True, slots=True)
 class PendingEvent:
@@ -67,6 +65,57 @@ ON CONFLICT (event_id, endpoint_id) DO NOTHING
 """
 
 
+# list_render_failures: `webhooks render-failures`, served by events_render_failed_idx.
+_LIST_RENDER_FAILURES_SQL = """
+SELECT ev.id, ev.organization_id, o.slug AS organization, ev.type, ev.shipment_id, ev.alert_id,
+       ev.created_at, ev.rendered_at AS failed_at, ev.render_error
+  FROM events ev JOIN organizations o ON o.id = ev.organization_id
+ WHERE ev.state = 'render_failed'
+   AND (%(organization_id)s::bigint IS NULL OR ev.organization_id = %(organization_id)s)
+ ORDER BY ev.id
+ LIMIT %(limit)s
+"""
+
+# retry_render_failures: `webhooks retry-render`; the error stays until the next render replaces it.
+_RETRY_RENDER_FAILURES_SQL = """
+UPDATE events SET state = 'pending'
+ WHERE state = 'render_failed'
+   AND (%(ids)s::bigint[] IS NULL OR id = ANY (%(ids)s::bigint[]))
+   AND (%(organization_id)s::bigint IS NULL OR organization_id = %(organization_id)s)
+RETURNING id
+"""
+
+# create_test_event: only the CLI's `webhooks test` writes this type.
+_CREATE_TEST_EVENT_SQL = """
+INSERT INTO events (organization_id, type, endpoint_id)
+VALUES (%(organization_id)s, 'webhook.test', %(endpoint_id)s)
+RETURNING id, created_at
+"""
+
+# get_event: resend.
+_GET_EVENT_SQL = """
+SELECT id, organization_id, type, state, body, api_version, created_at, render_error
+  FROM events WHERE id = %(id)s
+"""
+
+# subscribed_endpoints: resend without --endpoint.
+_SUBSCRIBED_ENDPOINTS_SQL = """
+SELECT id FROM webhook_endpoints
+ WHERE organization_id = %(organization_id)s AND enabled AND %(type)s = ANY (event_types)
+ ORDER BY id
+"""
+
+# retention: old events go with their deliveries and attempts, unless a delivery still waits.
+_DELETE_OLD_EVENTS_SQL = """
+DELETE FROM events WHERE id IN (
+  SELECT ev.id FROM events ev
+   WHERE ev.created_at < %(before)s
+     AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d
+                      WHERE d.event_id = ev.id AND d.state = 'pending')
+   ORDER BY ev.created_at LIMIT %(limit)s)
+"""
+
+
 def claim_unrendered(conn, limit, event_ids=None):
     """Lock up to `limit` events waiting to be rendered (only `event_ids` when given); PendingEvents."""
     with conn.cursor() as cur:
@@ -95,83 +144,52 @@ def store_rendered(conn, rendered, now):
 def list_render_failures(conn, organization_id=None, limit=50):
     """Events the serialiser could not render, oldest first (all organizations unless one is given)."""
     with conn.cursor() as cur:
-        # list_render_failures: `webhooks render-failures`, served by events_render_failed_idx.
-        cur.execute("""
-            SELECT ev.id, ev.organization_id, o.slug AS organization, ev.type, ev.shipment_id, ev.alert_id,
-                   ev.created_at, ev.rendered_at AS failed_at, ev.render_error
-              FROM events ev JOIN organizations o ON o.id = ev.organization_id
-             WHERE ev.state = 'render_failed'
-               AND (%(organization_id)s::bigint IS NULL OR ev.organization_id = %(organization_id)s)
-             ORDER BY ev.id
-             LIMIT %(limit)s""", {"organization_id": organization_id, "limit": limit})
+        cur.execute(_LIST_RENDER_FAILURES_SQL, {"organization_id": organization_id, "limit": limit})
         return cur.fetchall()
 
 
 def retry_render_failures(conn, event_ids=None, organization_id=None):
     """Make failed renders pending again (only `event_ids` when given); returns the ids, locked for the caller."""
     with conn.cursor() as cur:
-        # retry_render_failures: `webhooks retry-render`; the error stays until the next render replaces it.
-        cur.execute("""
-            UPDATE events SET state = 'pending'
-             WHERE state = 'render_failed'
-               AND (%(ids)s::bigint[] IS NULL OR id = ANY (%(ids)s::bigint[]))
-               AND (%(organization_id)s::bigint IS NULL OR organization_id = %(organization_id)s)
-            RETURNING id""", {"ids": event_ids, "organization_id": organization_id})
+        cur.execute(_RETRY_RENDER_FAILURES_SQL, {"ids": event_ids, "organization_id": organization_id})
         return sorted(row["id"] for row in cur.fetchall())
 
 
 def create_test_event(conn, organization_id, endpoint_id):
     """A pending webhook.test event for one endpoint; returns its id and created_at."""
     with conn.cursor() as cur:
-        # create_test_event: only the CLI's `webhooks test` writes this type.
-        cur.execute("""
-            INSERT INTO events (organization_id, type, endpoint_id)
-            VALUES (%(organization_id)s, 'webhook.test', %(endpoint_id)s)
-            RETURNING id, created_at""", {"organization_id": organization_id, "endpoint_id": endpoint_id})
+        cur.execute(_CREATE_TEST_EVENT_SQL, {"organization_id": organization_id, "endpoint_id": endpoint_id})
         return cur.fetchone()
 
 
 def get_event(conn, event_id):
     """One event with its state and body, or None."""
     with conn.cursor() as cur:
-        # get_event: resend.
-        cur.execute("""
-            SELECT id, organization_id, type, state, body, api_version, created_at, render_error
-              FROM events WHERE id = %(id)s""", {"id": event_id})
+        cur.execute(_GET_EVENT_SQL, {"id": event_id})
         return cur.fetchone()
 
 
 def subscribed_endpoints(conn, organization_id, event_type):
     """Ids of the organization's enabled endpoints subscribed to `event_type`."""
     with conn.cursor() as cur:
-        # subscribed_endpoints: resend without --endpoint.
-        cur.execute("""
-            SELECT id FROM webhook_endpoints
-             WHERE organization_id = %(organization_id)s AND enabled AND %(type)s = ANY (event_types)
-             ORDER BY id""", {"organization_id": organization_id, "type": event_type})
+        cur.execute(_SUBSCRIBED_ENDPOINTS_SQL, {"organization_id": organization_id, "type": event_type})
         return [row["id"] for row in cur.fetchall()]
 
 
 def delete_old_events(conn, before, limit=5000):
     """Delete up to `limit` events created before `before` with nothing left to deliver; returns how many."""
     with conn.cursor() as cur:
-        # retention: old events go with their deliveries and attempts, unless a delivery still waits.
-        cur.execute("""
-            DELETE FROM events WHERE id IN (
-              SELECT ev.id FROM events ev
-               WHERE ev.created_at < %(before)s
-                 AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d
-                                  WHERE d.event_id = ev.id AND d.state = 'pending')
-               ORDER BY ev.created_at LIMIT %(limit)s)""", {"before": before, "limit": limit})
+        cur.execute(_DELETE_OLD_EVENTS_SQL, {"before": before, "limit": limit})
         return cur.rowcount
 
 
 # list_history / get_from_history: GET /events.  Rendered events of the last 30 days (a pending event's bytes
 # do not exist yet; skipped ones are never sent; webhook.test goes to one endpoint and is not history), of
 # shipments the API shows the organization (not one since moved to another), newest first (keyset on id).
-# Served by events_history_idx, or events_shipment_idx with the shipment filter.  Time bounds compare at the second, as list_shipments does.  delivery_success:
-# whether no enabled endpoint is still owed the event (models.webhook_deliveries.NOT_RECEIVED_SQL).
-_HISTORY_SQL = f"""
+# Served by events_history_idx, or events_shipment_idx with the shipment filter.  Time bounds compare at the
+# second, as list_shipments does.  delivery_success: whether no enabled endpoint is still owed the event
+# (models.webhook_deliveries.NOT_RECEIVED_RULE, written out).
+_HISTORY_SQL = """
 SELECT ev.id, ev.body
   FROM events ev
   JOIN shipments s ON s.id = ev.shipment_id
@@ -187,7 +205,13 @@ SELECT ev.id, ev.body
    AND (%(created_before)s::timestamptz IS NULL
         OR ev.created_at < date_trunc('second', %(created_before)s::timestamptz, 'UTC') + interval '1 s')
    AND (%(delivery_success)s::boolean IS NULL OR %(delivery_success)s = NOT EXISTS (
-          SELECT 1 FROM webhook_endpoints e WHERE e.enabled AND {NOT_RECEIVED_SQL}))
+          SELECT 1 FROM webhook_endpoints e
+           WHERE e.enabled
+             AND e.organization_id = ev.organization_id AND ev.type = ANY (e.event_types)
+             AND ev.created_at >= e.created_at AND ev.state = 'rendered'
+             AND NOT EXISTS (SELECT 1 FROM webhook_deliveries received
+                              WHERE received.event_id = ev.id AND received.endpoint_id = e.id
+                                AND received.state = 'succeeded')))
    AND (%(starting_after)s::bigint IS NULL OR ev.id < %(starting_after)s)
  ORDER BY ev.id DESC
  LIMIT %(limit)s

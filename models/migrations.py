@@ -20,12 +20,27 @@ _FILE_NAME = re.compile(r"([0-9]{4})_([a-z0-9_]+)\.sql")
 # Any constant will do: only concurrent `db init` / `db upgrade` runs must agree on it.
 _LOCK_KEY = 7_420_183_305
 
+# The history of applied migrations; made by the first init or upgrade.
 HISTORY_SQL = """
 CREATE TABLE IF NOT EXISTS schema_migrations (
   version    integer PRIMARY KEY CHECK (version >= 1),
   name       text NOT NULL,
   applied_at timestamptz NOT NULL DEFAULT now()
 )"""
+# Whether the history table exists (a database made before numbered migrations has none).
+_HAS_HISTORY_SQL = "SELECT to_regclass('schema_migrations') IS NOT NULL AS present"
+# The migrations recorded as applied.
+_APPLIED_SQL = "SELECT version FROM schema_migrations ORDER BY version"
+# Whether the database has no schema at all (no organizations table).
+_IS_EMPTY_SQL = "SELECT to_regclass('organizations') IS NULL AS empty"
+# One migration recorded as applied; schema.sql records them all, again harmlessly.
+_RECORD_SQL = "INSERT INTO schema_migrations (version, name) VALUES (%(version)s, %(name)s) ON CONFLICT DO NOTHING"
+# One migration recorded as applied by upgrade, which holds the lock: recording it twice is a bug.
+_RECORD_UPGRADE_SQL = "INSERT INTO schema_migrations (version, name) VALUES (%(version)s, %(name)s)"
+# The notices of IF NOT EXISTS and friends are not news to whoever runs init or upgrade.
+_QUIET_SQL = "SET client_min_messages = warning"
+# One init or upgrade at a time, until the caller's transaction ends.
+_LOCK_SQL = "SELECT pg_advisory_xact_lock(%(key)s)"
 
 
 class SchemaMismatch(Exception):
@@ -58,16 +73,16 @@ def available(directory=MIGRATIONS_DIR):
 def applied_versions(conn):
     """Versions recorded in schema_migrations (empty when the table does not exist)."""
     with conn.cursor() as cur:
-        cur.execute("SELECT to_regclass('schema_migrations') IS NOT NULL AS present")
+        cur.execute(_HAS_HISTORY_SQL)
         if not cur.fetchone()["present"]:
             return []
-        cur.execute("SELECT version FROM schema_migrations ORDER BY version")
+        cur.execute(_APPLIED_SQL)
         return [row["version"] for row in cur.fetchall()]
 
 
 def _is_empty(conn):
     with conn.cursor() as cur:
-        cur.execute("SELECT to_regclass('organizations') IS NULL AS empty")
+        cur.execute(_IS_EMPTY_SQL)
         return cur.fetchone()["empty"]
 
 
@@ -75,20 +90,19 @@ def _record(conn, migrations):
     with conn.cursor() as cur:
         cur.execute(HISTORY_SQL)
         for migration in migrations:
-            cur.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s) ON CONFLICT DO NOTHING",
-                        (migration.version, migration.name))
+            cur.execute(_RECORD_SQL, {"version": migration.version, "name": migration.name})
 
 
 def _lock(conn):
     with conn.cursor() as cur:
-        cur.execute("SET client_min_messages = warning")
-        cur.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+        cur.execute(_QUIET_SQL)
+        cur.execute(_LOCK_SQL, {"key": _LOCK_KEY})
 
 
 def apply_fresh_schema(conn):
     """schema.sql, recorded as every migration applied (it is their sum); harmless to repeat."""
     with conn.cursor() as cur:
-        cur.execute("SET client_min_messages = warning")
+        cur.execute(_QUIET_SQL)
         cur.execute(SCHEMA_PATH.read_text())
     _record(conn, available())
 
@@ -116,8 +130,7 @@ def upgrade(conn):
                 # A migration that checks the rows it is about to constrain names those it refuses (RAISE).
                 refusal = f"{error.diag.message_primary}. {error.diag.message_hint or ''}".rstrip()
                 raise SchemaMismatch(f"{migration.version:04d}_{migration.name} was not applied: {refusal}") from None
-            cur.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
-                        (migration.version, migration.name))
+            cur.execute(_RECORD_UPGRADE_SQL, {"version": migration.version, "name": migration.name})
     return pending
 
 

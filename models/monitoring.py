@@ -1,19 +1,19 @@
 """What the health checks and the metrics read from the database: one bounded statement each.
 
-Each statement is sent together with `SET LOCAL statement_timeout` in one string: on a connection in
+Each statement is sent after `SET LOCAL statement_timeout` in one string: on a connection in
 autocommit PostgreSQL runs a multi-statement string as one transaction, so the timeout holds for
 that statement alone and costs no round trip of its own.
 """
 
 # readiness: the schema version this database is at (GET /readyz compares it with the code's).
-_SCHEMA_STATE_SQL = """
+_SCHEMA_STATE_SQL = """SET LOCAL statement_timeout = %(milliseconds)s;
 SELECT count(*) AS applied, coalesce(max(version), 0) AS newest FROM schema_migrations"""
 
 # gauges: the delivery backlog, the render failures and the change feed's lag, for GET /metrics.
 # Due deliveries are read through webhook_deliveries_next_idx. The feed's horizon is held by the
 # oldest transaction with an id that is running in this database, in no database (a background
 # worker) or prepared (models/changes.py); its age is how far every mirror lags at most.
-_GAUGES_SQL = """
+_GAUGES_SQL = """SET LOCAL statement_timeout = %(milliseconds)s;
 SELECT due.count AS deliveries_due,
        coalesce(extract(epoch FROM now() - due.oldest), 0)::float8 AS oldest_due_seconds,
        (SELECT count(*) FROM events WHERE state = 'render_failed') AS render_failures,
@@ -30,7 +30,7 @@ SELECT due.count AS deliveries_due,
 
 def _bounded(cur, sql, timeout_seconds):
     milliseconds = max(1, int(timeout_seconds * 1000))
-    cur.execute(f"SET LOCAL statement_timeout = {milliseconds};" + sql)
+    cur.execute(sql, {"milliseconds": milliseconds})
     return cur.fetchone()
 
 

@@ -4,7 +4,7 @@ from models.db import Prepared, group_rows
 # stored_rendering: a visible shipment's revision and its stored packing-lists answer when it is current
 # (rendered at this version, by this code, at this revision: the same check as a shipment's, made in the
 # statement that reads it). Prepared: its plan does not depend on the values.
-_STORED = Prepared("packing_lists_rendering", """
+STORED_RENDERING_SQL = """
 SELECT s.revision, r.body
   FROM shipments s
   LEFT JOIN shipment_renderings r
@@ -12,7 +12,8 @@ SELECT s.revision, r.body
    AND r.renderer = %(renderer)s AND r.revision = s.revision
  WHERE s.id = %(shipment_id)s AND s.organization_id = %(organization_id)s
    AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
-""")
+"""
+_STORED = Prepared("packing_lists_rendering", STORED_RENDERING_SQL)
 
 # list_shipment_packing_lists: the visible shipment (one row even without packing lists) and its
 # current packing lists, oldest first: by created_at to the second (the precision every timestamp

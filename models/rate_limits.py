@@ -1,20 +1,29 @@
 """Fixed-window request counters in PostgreSQL, shared by every worker and host."""
 import random
 
-from models import db, tokens
-
-# The current window of `window` seconds, and the seconds until it ends (both statements below).
-_WINDOW_START = "to_timestamp(floor(extract(epoch FROM now()) / %(window)s::int) * %(window)s::int)"
-_RESETS_IN = "ceil(extract(epoch FROM window_start + make_interval(secs => %(window)s::int) - now()))::int"
+from models import db
 
 # authenticate_and_count: the request's first statement, prepared (models.db.Prepared), one round trip.
-# Finds the principal of the token fingerprint (none for NULL) and counts one hit in the current window
-# of each bucket of the request: its token and its address, or, without a valid token, the budget of
+# Finds the principal of the token fingerprint (none for NULL; the `principal` CTE is
+# models.tokens.AUTHENTICATE_SQL) and counts one hit in the current window of `window` seconds of each
+# bucket of the request: its token and its address, or, without a valid token, the budget of
 # requests without one per address (spec: failed authentications count there, so a valid token from
 # the same address is never held up by someone else's bad ones). Each row: a bucket, its policy (a key
-# of the RATE_LIMITS setting), the new count, and the principal's columns (NULL without one).
-_AUTHENTICATE_AND_COUNT = db.Prepared("authenticate_and_count", f"""
-WITH principal AS ({tokens.AUTHENTICATE_SQL}),
+# of the RATE_LIMITS setting), the new count, the seconds until its window ends, and the principal's
+# columns (NULL without one).
+_AUTHENTICATE_AND_COUNT_SQL = """
+WITH principal AS (
+  SELECT t.id AS token_id, t.name AS token_name, t.scopes, t.expires_at, u.email AS user_email,
+         o.id AS organization_id, o.name AS organization_name, o.slug, o.api_version
+    FROM tokens t
+    JOIN organizations o ON o.id = t.organization_id
+    JOIN users u ON u.id = t.user_id
+    JOIN memberships m ON m.organization_id = t.organization_id AND m.user_id = t.user_id
+   WHERE t.fingerprint = %(fingerprint)s
+     AND t.revoked_at IS NULL
+     AND (t.expires_at IS NULL OR t.expires_at > now())
+     AND m.removed_at IS NULL
+),
 buckets AS (
   SELECT b.bucket, b.policy
     FROM principal p
@@ -25,20 +34,24 @@ buckets AS (
 ),
 hits AS (
   INSERT INTO rate_limit_counters AS r (bucket, window_start, hits)
-  SELECT b.bucket, {_WINDOW_START}, 1 FROM buckets b
+  SELECT b.bucket, to_timestamp(floor(extract(epoch FROM now()) / %(window)s::int) * %(window)s::int), 1
+    FROM buckets b
   ON CONFLICT (bucket, window_start) DO UPDATE SET hits = r.hits + 1
-  RETURNING bucket, hits, window_start, {_RESETS_IN} AS resets_in
+  RETURNING bucket, hits, window_start,
+            ceil(extract(epoch FROM window_start + make_interval(secs => %(window)s::int) - now()))::int AS resets_in
 )
 SELECT h.bucket, b.policy, h.hits, h.window_start, h.resets_in, p.*
   FROM hits h JOIN buckets b ON b.bucket = h.bucket LEFT JOIN principal p ON true
-""")
-# The count's own columns of each row (SELECT above); the rest are the principal's (tokens.AUTHENTICATE_SQL).
+"""
+_AUTHENTICATE_AND_COUNT = db.Prepared("authenticate_and_count", _AUTHENTICATE_AND_COUNT_SQL)
+# The count's own columns of each row (SELECT above); the rest are the principal's.
 _COUNT_COLUMNS = frozenset({"bucket", "policy", "hits", "window_start", "resets_in"})
 
 # count_not_modified: a request answered 304 Not Modified is taken back from the buckets it was counted
 # in (their limits do not count 304s) and counted in its 304 budget instead, both in the window it was
 # counted in; past that budget's quota it stays where it was (it is refused, and refused requests count).
-# Rows: the 304 budget's first, then each bucket given back (none past the quota or once pruned).
+# Rows: the 304 budget's first, then each bucket given back (none past the quota or once pruned), each with
+# the seconds until its window ends.
 _NOT_MODIFIED_SQL = """
 WITH not_modified AS (
   INSERT INTO rate_limit_counters AS r (bucket, window_start, hits)
@@ -54,9 +67,15 @@ given_back AS (
      AND n.hits <= %(quota)s
   RETURNING c.bucket, c.hits, c.window_start
 )
-SELECT bucket, hits, """ + _RESETS_IN + """ AS resets_in, 0 AS position FROM not_modified
+SELECT bucket, hits,
+       ceil(extract(epoch FROM window_start + make_interval(secs => %(window)s::int) - now()))::int AS resets_in,
+       0 AS position
+  FROM not_modified
 UNION ALL
-SELECT bucket, hits, """ + _RESETS_IN + """ AS resets_in, 1 AS position FROM given_back
+SELECT bucket, hits,
+       ceil(extract(epoch FROM window_start + make_interval(secs => %(window)s::int) - now()))::int AS resets_in,
+       1 AS position
+  FROM given_back
 ORDER BY position
 """
 

@@ -11,7 +11,8 @@ from models.db import group_rows
 # response matches its item: `shown >= after` is `col >= ceil(after)` and `shown <= before` is
 # `col < floor(before) + 1 s`. The bound is widened rather than the column truncated, so
 # shipments_created_at_idx and shipments_effective_eta_idx still serve the filters.
-PAGE_CTE = """
+# The `page` CTE is written out the same in RENDERED_PAGE_SQL (tests/test_statements.py holds them equal).
+LIST_SQL = """
 WITH page AS (
   SELECT s.*
     FROM shipments s
@@ -44,8 +45,6 @@ WITH page AS (
    ORDER BY s.id DESC
    LIMIT %(limit)s
 )
-"""
-LIST_SQL = PAGE_CTE + """
 SELECT p.id, p.reference, p.erp_reference, p.transport_reference, p.transport_reference_type,
        p.transport_type, p.cargo_type, p.temperature_celsius, p.status, p.archived, p.archived_at,
        p.validated_at, p.approved_at,
@@ -64,10 +63,43 @@ SELECT p.id, p.reference, p.erp_reference, p.transport_reference, p.transport_re
  ORDER BY p.id DESC
 """
 
-# The same page, with each shipment's stored rendering when it is current: rendered at this version,
-# by this code (`renderer`, a digest of what shapes a shipment), at the shipment's revision. The
-# freshness check is in the statement that reads, so a stale rendering is never returned.
-RENDERED_PAGE_SQL = PAGE_CTE + """
+# rendered_page: the same page (LIST_SQL's `page` CTE), with each shipment's stored rendering when it is
+# current: rendered at this version, by this code (`renderer`, a digest of what shapes a shipment), at the
+# shipment's revision. The freshness check is in the statement that reads, so a stale rendering is never
+# returned.
+RENDERED_PAGE_SQL = """
+WITH page AS (
+  SELECT s.*
+    FROM shipments s
+   WHERE s.organization_id = %(organization_id)s
+     AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
+     AND (%(shipment_id)s::bigint IS NULL OR s.id = %(shipment_id)s)
+     AND (%(shipment_ids)s::bigint[] IS NULL OR s.id = ANY (%(shipment_ids)s::bigint[]))
+     AND (%(archived)s::boolean IS NULL OR s.archived = %(archived)s)
+     AND (%(statuses)s::text[] IS NULL OR s.status = ANY (%(statuses)s::text[]))
+     AND (%(created_after)s::timestamptz IS NULL
+          OR s.created_at >= date_trunc('second', %(created_after)s::timestamptz + interval '0.999999 s', 'UTC'))
+     AND (%(created_before)s::timestamptz IS NULL
+          OR s.created_at < date_trunc('second', %(created_before)s::timestamptz, 'UTC') + interval '1 s')
+     AND (%(eta_after)s::timestamptz IS NULL
+          OR s.effective_eta >= date_trunc('second', %(eta_after)s::timestamptz + interval '0.999999 s', 'UTC'))
+     AND (%(eta_before)s::timestamptz IS NULL
+          OR s.effective_eta < date_trunc('second', %(eta_before)s::timestamptz, 'UTC') + interval '1 s')
+     AND (%(starting_after)s::bigint IS NULL OR s.id < %(starting_after)s)
+     AND (%(label_ids)s::bigint[] IS NULL OR s.id IN (
+           SELECT sl.shipment_id FROM shipment_labels sl
+            WHERE sl.label_id = ANY (%(label_ids)s::bigint[])
+            GROUP BY sl.shipment_id
+           HAVING count(*) = cardinality(%(label_ids)s::bigint[])))
+     AND (%(q)s::text IS NULL
+          OR s.search_text LIKE upper(%(q_like)s)
+          OR s.search_text LIKE %(q_compact_like)s
+          OR s.search_text ~ upper(%(q_alias_regex)s)
+          OR %(q_fuzzy)s <%% s.consignor
+          OR %(q_fuzzy)s <%% s.consignee)
+   ORDER BY s.id DESC
+   LIMIT %(limit)s
+)
 SELECT p.id, r.body
   FROM page p
   LEFT JOIN shipment_renderings r

@@ -24,8 +24,9 @@ def fingerprint(token):
     return hashlib.sha256(token.encode("ascii")).digest()
 
 
-# The active token with this fingerprint, its user (still a member) and organization: the principal
-# part of models.rate_limits' authenticate_and_count, the request's first statement.
+# authenticate: the active token with this fingerprint, its user (still a member) and organization.  Written
+# out again as the `principal` CTE of models.rate_limits' authenticate_and_count, the request's first
+# statement (tests/test_statements.py holds the two equal); the demo launcher runs it on its own.
 AUTHENTICATE_SQL = """
 SELECT t.id AS token_id, t.name AS token_name, t.scopes, t.expires_at, u.email AS user_email,
        o.id AS organization_id, o.name AS organization_name, o.slug, o.api_version
@@ -42,7 +43,7 @@ SELECT t.id AS token_id, t.name AS token_name, t.scopes, t.expires_at, u.email A
 
 # create_token: lock the organization row so two creations cannot both pass the limit.
 _LOCK_ORG_SQL = "SELECT id FROM organizations WHERE id = %(organization_id)s FOR UPDATE"
-# count of active tokens (expired and revoked ones, and those of removed members, do not count).
+# create_token: count of active tokens (expired and revoked ones, and those of removed members, do not count).
 _ACTIVE_COUNT_SQL = """
 SELECT count(*) AS active FROM tokens t
   JOIN memberships m ON m.organization_id = t.organization_id AND m.user_id = t.user_id
@@ -50,6 +51,7 @@ SELECT count(*) AS active FROM tokens t
    AND (t.expires_at IS NULL OR t.expires_at > now())
    AND m.removed_at IS NULL
 """
+# create_token: the token's fingerprint, never its value.
 _INSERT_SQL = """
 INSERT INTO tokens (organization_id, user_id, name, fingerprint, expires_at)
 VALUES (%(organization_id)s, %(user_id)s, %(name)s, %(fingerprint)s,
@@ -93,6 +95,9 @@ def list_tokens(conn, organization_id, user_id=None):
         return cur.fetchall()
 
 
+# get_token: one token by id, whatever its organization (the CLI checks the actor's rights).
+_GET_SQL = "SELECT id, organization_id, user_id, revoked_at FROM tokens WHERE id = %(id)s"
+
 # revoke_token: returns the organization and user so the caller can check the actor's rights.
 _REVOKE_SQL = """
 UPDATE tokens SET revoked_at = coalesce(revoked_at, now())
@@ -104,8 +109,7 @@ RETURNING id, organization_id, user_id
 def get_token(conn, token_id):
     """One token row by id, or None."""
     with conn.cursor() as cur:
-        cur.execute("SELECT id, organization_id, user_id, revoked_at FROM tokens WHERE id = %(id)s",
-                    {"id": token_id})
+        cur.execute(_GET_SQL, {"id": token_id})
         return cur.fetchone()
 
 

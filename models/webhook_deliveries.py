@@ -21,7 +21,7 @@ class ClaimedDelivery:
 
     @classmethod
     def from_row(cls, row):
-        """The record of one row returned by _CLAIM_SQL or _CREATE_CLAIMED_SQL (the same columns)."""
+        """The record of one row returned by _CLAIM_DUE_SQL or _CREATE_CLAIMED_SQL (the same columns)."""
         return cls(id=row["id"], event_id=row["event_id"], endpoint_id=row["endpoint_id"], reason=row["reason"],
                    attempt=row["attempt"], max_attempts=row["max_attempts"], lease_token=row["lease_token"],
                    attempt_id=row["attempt_id"], url=row["url"], secret=row["secret"], type=row["type"],
@@ -33,7 +33,7 @@ CAP_LOCK_SPACE = 0x5745_4248
 
 # lock_claimable: the enabled endpoints with due work that no other claim is counting right now, earliest
 # due first.  The per-endpoint cap holds across processes because a claim counts an endpoint's leased rows
-# (_CLAIM_SQL) only while holding this transaction lock, in a later statement, whose snapshot sees every
+# (_CLAIM_DUE_SQL) only while holding this transaction lock, in a later statement, whose snapshot sees every
 # claim committed before the lock was granted.  A try-lock: a busy endpoint is skipped, never waited for.
 _LOCK_CLAIMABLE_SQL = """
 WITH due AS MATERIALIZED (
@@ -47,31 +47,23 @@ WITH due AS MATERIALIZED (
 SELECT id FROM candidates WHERE pg_try_advisory_xact_lock(%(space)s, (id %% 2147483647)::int)
 """
 
-# Both claims (_CLAIM_SQL, _CREATE_CLAIMED_SQL) follow their `claimed` CTE with these: an attempt a dead
-# pass left in flight for the delivery is closed as interrupted, and this attempt's row is written in
-# flight before the request goes out.
-_START_ATTEMPTS_CTES = """interrupted AS (
-  UPDATE webhook_attempts a SET state = 'interrupted'
-    FROM claimed c
-   WHERE a.delivery_id = c.id AND a.state = 'in_flight'
-), started AS (
-  INSERT INTO webhook_attempts (delivery_id, endpoint_id, event_id, attempt, reason, attempted_at, succeeded, state)
-  SELECT c.id, c.endpoint_id, c.event_id, c.attempt, c.reason, %(now)s, false, 'in_flight' FROM claimed c
-  RETURNING id, delivery_id
-)"""
-
-# claim_due, first statement: the endpoints lock_claimable locks, kept for the claim in a transaction-local
-# setting, so that both statements go to the server in one round trip (a turn of the loop waits for each).
-_LOCK_FOR_CLAIM_SQL = """
+# claim_due: lock_claimable's statement keeping the endpoints in a transaction-local setting, then the
+# claim, in one round trip: up to `cap` in flight per endpoint in all processes, due deliveries leased by
+# pushing next_attempt_at forward (a dead pass's work is due again when the lease ends), each attempt row
+# written `in_flight` and one a dead pass left closed as `interrupted` (the same CTEs as create_claimed).
+_CLAIM_DUE_SQL = """
 SELECT set_config('shiptrack.claimable', (SELECT coalesce(string_agg(id::text, ','), '')
-                                            FROM (""" + _LOCK_CLAIMABLE_SQL + """) locked), true)
-"""
-
-# claim_due: up to `cap` requests in flight per endpoint in all processes (a slow endpoint never takes
-# every worker), due deliveries locked with SKIP LOCKED and leased by pushing next_attempt_at forward:
-# a pass that dies leaves work that becomes due again when the lease runs out.  Each claim writes its
-# attempt row `in_flight` before any request, and closes the row a dead pass left as `interrupted`.
-_CLAIM_SQL = """
+                                            FROM (
+  WITH due AS MATERIALIZED (
+    SELECT e.id, (SELECT min(d.next_attempt_at) FROM webhook_deliveries d
+                   WHERE d.endpoint_id = e.id AND d.state = 'pending') AS due
+      FROM webhook_endpoints e
+     WHERE e.enabled
+  ), candidates AS MATERIALIZED (
+    SELECT id FROM due WHERE due <= %(now)s ORDER BY due, id LIMIT %(limit)s
+  )
+  SELECT id FROM candidates WHERE pg_try_advisory_xact_lock(%(space)s, (id %% 2147483647)::int)
+) locked), true);
 WITH free AS (
   -- The FILTER keeps state and next_attempt_at out of the scan's conditions, so that it reads the few
   -- leased rows (webhook_deliveries_leased_idx), not every pending row due later (next_idx: an endpoint
@@ -97,7 +89,15 @@ WITH free AS (
    WHERE d.id = ANY (ARRAY(SELECT id FROM picked))  -- by the primary key: a join read the whole table
   RETURNING d.id, d.event_id, d.endpoint_id, d.reason, d.attempt_count + 1 AS attempt, d.max_attempts,
             d.lease_token
-), """ + _START_ATTEMPTS_CTES + """
+), interrupted AS (
+  UPDATE webhook_attempts a SET state = 'interrupted'
+    FROM claimed c
+   WHERE a.delivery_id = c.id AND a.state = 'in_flight'
+), started AS (
+  INSERT INTO webhook_attempts (delivery_id, endpoint_id, event_id, attempt, reason, attempted_at, succeeded, state)
+  SELECT c.id, c.endpoint_id, c.event_id, c.attempt, c.reason, %(now)s, false, 'in_flight' FROM claimed c
+  RETURNING id, delivery_id
+)
 SELECT c.id, c.event_id, c.endpoint_id, c.reason, c.attempt, c.max_attempts, c.lease_token,
        s.id AS attempt_id, e.url, e.secret, ev.type, ev.body
   FROM claimed c
@@ -118,7 +118,15 @@ WITH claimed AS (
          next_attempt_at = EXCLUDED.next_attempt_at, lease_token = EXCLUDED.lease_token,
          last_status_code = NULL, last_error = NULL, finished_at = NULL
   RETURNING d.id, d.event_id, d.endpoint_id, d.reason, 1 AS attempt, d.max_attempts, d.lease_token
-), """ + _START_ATTEMPTS_CTES + """
+), interrupted AS (
+  UPDATE webhook_attempts a SET state = 'interrupted'
+    FROM claimed c
+   WHERE a.delivery_id = c.id AND a.state = 'in_flight'
+), started AS (
+  INSERT INTO webhook_attempts (delivery_id, endpoint_id, event_id, attempt, reason, attempted_at, succeeded, state)
+  SELECT c.id, c.endpoint_id, c.event_id, c.attempt, c.reason, %(now)s, false, 'in_flight' FROM claimed c
+  RETURNING id, delivery_id
+)
 SELECT c.*, (SELECT id FROM started) AS attempt_id,
        (SELECT e.url FROM webhook_endpoints e WHERE e.id = c.endpoint_id) AS url,
        (SELECT e.secret FROM webhook_endpoints e WHERE e.id = c.endpoint_id) AS secret,
@@ -161,6 +169,11 @@ UPDATE webhook_deliveries AS d
 RETURNING d.id
 """
 
+# lock_endpoints: failure accounting reads and writes these under the lock, taken in id order.
+_LOCK_ENDPOINTS_SQL = """
+SELECT id, organization_id, enabled, failing_since, last_failure_at FROM webhook_endpoints
+ WHERE id = ANY (%(ids)s) ORDER BY id FOR UPDATE"""
+
 # The columns of a finish row, in the order recording.record builds them.
 FINISH_COLUMNS = ("ids", "tokens", "attempts", "states", "next_attempt_at", "status_codes", "errors",
                   "finished_at", "attempt_ids", "attempted_at", "durations", "succeeded", "bodies", "addresses")
@@ -183,7 +196,7 @@ def claim_due(conn, now, lease_until, token, cap, limit):
     """
     with conn.cursor() as cur:
         conn.statement_count += 1  # two statements, one round trip
-        cur.execute(_LOCK_FOR_CLAIM_SQL + ";" + _CLAIM_SQL,
+        cur.execute(_CLAIM_DUE_SQL,
                     {"now": now, "lease_until": lease_until, "token": token, "cap": cap, "limit": limit,
                      "space": CAP_LOCK_SPACE})
         return [ClaimedDelivery.from_row(row) for row in cur.fetchall()]
@@ -201,10 +214,7 @@ def create_claimed(conn, event_id, endpoint_id, reason, max_attempts, lease_unti
 def lock_endpoints(conn, endpoint_ids):
     """Lock endpoints (in id order, so concurrent passes never deadlock) and return their health fields."""
     with conn.cursor() as cur:
-        # lock_endpoints: failure accounting reads and writes these under the lock.
-        cur.execute("""
-            SELECT id, organization_id, enabled, failing_since, last_failure_at FROM webhook_endpoints
-             WHERE id = ANY (%(ids)s) ORDER BY id FOR UPDATE""", {"ids": list(endpoint_ids)})
+        cur.execute(_LOCK_ENDPOINTS_SQL, {"ids": list(endpoint_ids)})
         return {row["id"]: row for row in cur.fetchall()}
 
 
@@ -221,25 +231,30 @@ def finish(conn, rows, end_runs=()):
         return {row["id"] for row in cur.fetchall()}
 
 
-# The one rule of "did not receive", used by `webhooks recover` (queue_missed) and GET /events
-# (models.events, delivery_success): endpoint `e` is owed rendered event `ev` (same organization, subscribed
-# to its type now, created no later than the event) and has no succeeded delivery of it.  Whether `e` must
-# be enabled, and what a pending delivery means, is the caller's.
-NOT_RECEIVED_SQL = """
+# The one rule of "did not receive", written out in _QUEUE_MISSED_SQL (`webhooks recover`) and in
+# models.events' _HISTORY_SQL (GET /events, delivery_success); tests/test_statements.py holds both to
+# this text.  Endpoint `e` is owed rendered event `ev` (same organization, subscribed to its type now,
+# created no later than the event) and has no succeeded delivery of it.  Whether `e` must be enabled,
+# and what a pending delivery means, is the caller's.
+NOT_RECEIVED_RULE = """
      e.organization_id = ev.organization_id AND ev.type = ANY (e.event_types) AND ev.created_at >= e.created_at
  AND ev.state = 'rendered'
  AND NOT EXISTS (SELECT 1 FROM webhook_deliveries received
                   WHERE received.event_id = ev.id AND received.endpoint_id = e.id AND received.state = 'succeeded')
 """
 
-# queue_missed: `webhooks recover`.  Missed = not received (NOT_RECEIVED_SQL) with no delivery (the endpoint
+# queue_missed: `webhooks recover`.  Missed = not received (NOT_RECEIVED_RULE) with no delivery (the endpoint
 # was disabled when it was fanned out) or one that ended failed or dropped; a pending one is still being
 # tried and is left alone (the ON CONFLICT ... WHERE), so running recover twice queues nothing twice.
-_QUEUE_MISSED_SQL = f"""
+_QUEUE_MISSED_SQL = """
 INSERT INTO webhook_deliveries AS d (event_id, endpoint_id, reason, next_attempt_at)
 SELECT ev.id, e.id, 'resend', %(now)s
   FROM webhook_endpoints e
-  JOIN events ev ON {NOT_RECEIVED_SQL}
+  JOIN events ev
+    ON e.organization_id = ev.organization_id AND ev.type = ANY (e.event_types) AND ev.created_at >= e.created_at
+   AND ev.state = 'rendered'
+   AND NOT EXISTS (SELECT 1 FROM webhook_deliveries received
+                    WHERE received.event_id = ev.id AND received.endpoint_id = e.id AND received.state = 'succeeded')
  WHERE e.id = %(id)s AND ev.created_at >= %(since)s
  ORDER BY ev.id
 ON CONFLICT (event_id, endpoint_id) DO UPDATE
@@ -248,6 +263,18 @@ ON CONFLICT (event_id, endpoint_id) DO UPDATE
        lease_token = NULL, last_status_code = NULL, last_error = NULL, finished_at = NULL
  WHERE d.state IN ('failed', 'dropped')
 """
+
+# retention: the attempt log keeps 30 days; up to `limit` of the oldest at a time.
+_DELETE_OLD_ATTEMPTS_SQL = """
+DELETE FROM webhook_attempts WHERE id IN (
+  SELECT id FROM webhook_attempts WHERE attempted_at < %(before)s
+   ORDER BY attempted_at LIMIT %(limit)s)"""
+
+# next_due_at: how long watch mode may sleep.
+_NEXT_DUE_SQL = """
+SELECT min(d.next_attempt_at) AS due FROM webhook_deliveries d
+  JOIN webhook_endpoints e ON e.id = d.endpoint_id AND e.enabled
+ WHERE d.state = 'pending'"""
 
 
 def queue_missed(conn, endpoint_id, since, now):
@@ -260,20 +287,12 @@ def queue_missed(conn, endpoint_id, since, now):
 def delete_old_attempts(conn, before, limit=10000):
     """Delete up to `limit` attempts older than `before`; returns how many."""
     with conn.cursor() as cur:
-        # retention: the attempt log keeps 30 days.
-        cur.execute("""
-            DELETE FROM webhook_attempts WHERE id IN (
-              SELECT id FROM webhook_attempts WHERE attempted_at < %(before)s
-               ORDER BY attempted_at LIMIT %(limit)s)""", {"before": before, "limit": limit})
+        cur.execute(_DELETE_OLD_ATTEMPTS_SQL, {"before": before, "limit": limit})
         return cur.rowcount
 
 
 def next_due_at(conn):
     """The earliest next_attempt_at of any waiting delivery to an enabled endpoint, or None."""
     with conn.cursor() as cur:
-        # next_due_at: how long watch mode may sleep.
-        cur.execute("""
-            SELECT min(d.next_attempt_at) AS due FROM webhook_deliveries d
-              JOIN webhook_endpoints e ON e.id = d.endpoint_id AND e.enabled
-             WHERE d.state = 'pending'""")
+        cur.execute(_NEXT_DUE_SQL)
         return cur.fetchone()["due"]

@@ -1,0 +1,157 @@
+"""Every named statement in models/ is one PostgreSQL accepts, and the statements that repeat a rule agree.
+
+A statement is named once, as a module-level constant ending in `_SQL` (or a models.db.Prepared); they
+are collected here by that rule, so a new one cannot be forgotten, and each is prepared against the
+fresh schema: a misspelt column or a broken join fails here, before a request meets it.
+"""
+import importlib
+import pkgutil
+import re
+
+import psycopg2
+import pytest
+
+import models
+from models import db, documents, free_time_queries, rate_limits, shipments, tokens, webhook_deliveries
+
+# What PostgreSQL can PREPARE; the other statements (SET, CREATE TABLE IF NOT EXISTS) are run instead, in a
+# transaction rolled back, with 1 for each parameter.
+PREPARABLE = ("SELECT", "INSERT", "UPDATE", "DELETE", "WITH", "VALUES")
+# The type psycopg2 gives a parameter's Python value where PostgreSQL cannot infer it from the statement
+# (a datetime is sent as a timestamptz literal, a timedelta as an interval, an int as an integer); any other
+# is left to the server, as psycopg2's quoted strings are.
+PARAMETER_TYPES = {"now": "timestamptz", "warn_after": "interval", "gap": "interval", "space": "integer"}
+# psycopg2.extras.execute_values fills `VALUES %s` with rows of this shape (models.events.store_rendered).
+EXECUTE_VALUES_ROW = "($1::bigint, $2, $3, $4, $5::timestamptz, $6)"
+
+
+def named_statements():
+    """{"models.module.NAME": text} of every `_SQL` string constant and every Prepared in models/."""
+    found, seen = {}, set()
+    for info in sorted(pkgutil.iter_modules(models.__path__), key=lambda info: info.name):
+        module = importlib.import_module(f"models.{info.name}")
+        for name, value in vars(module).items():
+            if isinstance(value, db.Prepared):
+                value = value.sql
+            elif not (name.endswith("_SQL") and isinstance(value, str)):
+                continue
+            if value not in seen:
+                seen.add(value)
+                found[f"{module.__name__}.{name}"] = value
+    return found
+
+
+STATEMENTS = named_statements()
+
+
+def server_side(text):
+    """Each statement of `text` as PostgreSQL's PREPARE takes it: `$n` parameters, and the types of the `$n`."""
+    text = re.sub(r"--[^\n]*", "", text.replace("VALUES %s", "VALUES " + EXECUTE_VALUES_ROW))
+    assert "';'" not in text, "a literal semicolon: split the statements another way"
+    for part in filter(None, (part.strip() for part in text.split(";"))):
+        names = []
+        part = re.sub(r"%\((\w+)\)s|%s(?!\w)", lambda match, names=names: _number(match, names), part)
+        part = part.replace("%%", "%")
+        yield part, [PARAMETER_TYPES.get(name, "unknown") for name in names]
+
+
+def _number(match, names):
+    # `%(name)s` is the same `$n` wherever it appears; each `%s` is a new one.
+    key = match.group(1) or f"${len(names)}"
+    if key not in names:
+        names.append(key)
+    return f"${names.index(key) + 1}"
+
+
+def test_every_statement_is_collected():
+    # The registry finds the statements by name: these are some of each kind it must hold.
+    for name in ("models.shipments.LIST_SQL", "models.changes.FEED_SQL", "models.webhook_deliveries._CLAIM_DUE_SQL",
+                 "models.rate_limits._AUTHENTICATE_AND_COUNT_SQL", "models.packing_lists.STORED_RENDERING_SQL",
+                 "models.monitoring._GAUGES_SQL", "models.migrations.HISTORY_SQL", "models.events._STORE_SQL"):
+        assert name in STATEMENTS
+    assert len(STATEMENTS) >= 90
+
+
+@pytest.mark.parametrize("name", sorted(STATEMENTS))
+def test_postgresql_prepares_the_statement(conn, name):
+    with conn.cursor() as cur:
+        try:
+            for number, (part, types) in enumerate(server_side(STATEMENTS[name])):
+                cur.execute("BEGIN")
+                if part.upper().startswith(PREPARABLE):
+                    declared = f" ({', '.join(types)})" if types else ""
+                    cur.execute(f"PREPARE named_statement_{number}{declared} AS {part}")
+                else:
+                    cur.execute(re.sub(r"\$[0-9]+", "1", part))
+                cur.execute("ROLLBACK")
+        except psycopg2.Error as error:
+            pytest.fail(f"{name}: {error.pgerror or error}")
+
+
+def words(text):
+    """`text` with its whitespace and line breaks folded, to compare statements written out twice."""
+    return " ".join(text.replace("(\n", "( ").split())
+
+
+def cte(text, name):
+    """The body of CTE `name` in a statement, up to the line that closes it."""
+    match = re.search(rf"\b{name} AS \((.*?)\n\)", text, re.DOTALL)
+    assert match, name
+    return words(match.group(1))
+
+
+def test_the_two_shipment_pages_are_the_same_page():
+    assert cte(shipments.LIST_SQL, "page") == cte(shipments.RENDERED_PAGE_SQL, "page")
+
+
+def test_the_claims_start_their_attempts_the_same_way():
+    claim, create = webhook_deliveries._CLAIM_DUE_SQL, webhook_deliveries._CREATE_CLAIMED_SQL
+    for name in ("interrupted", "started"):
+        assert cte(claim, name) == cte(create, name)
+
+
+def test_the_claim_locks_what_lock_claimable_locks():
+    assert words(webhook_deliveries._LOCK_CLAIMABLE_SQL) in words(webhook_deliveries._CLAIM_DUE_SQL)
+
+
+def test_the_rule_of_not_received_is_the_same_everywhere():
+    from models import events
+    rule = words(webhook_deliveries.NOT_RECEIVED_RULE)
+    assert rule in words(webhook_deliveries._QUEUE_MISSED_SQL)
+    assert rule in words(events._HISTORY_SQL)
+
+
+def test_the_principal_is_the_authenticate_statement():
+    assert cte(rate_limits._AUTHENTICATE_AND_COUNT_SQL, "principal") == words(tokens.AUTHENTICATE_SQL)
+
+
+def test_a_document_has_the_same_columns_in_a_list_and_alone():
+    def columns(text):
+        return words(text.split("FROM documents d")[0].split("FROM shipments s")[0]).split("SELECT ", 1)[1]
+    assert columns(documents.LIST_SQL) == "s.id AS found_shipment_id, " + columns(documents.GET_SQL)
+
+
+def test_free_time_facts_read_the_milestones_the_engine_reads():
+    listed = ", ".join(f"'{milestone}'" for milestone in free_time_queries.EVENT_MILESTONES)
+    for text in (free_time_queries.FACTS_SQL, free_time_queries.AT_RISK_SQL):
+        assert f"v.milestone IN ( {listed})" in words(text)
+    # The same statement around a different set of shipments.
+    head, tail = (words(part) for part in free_time_queries.FACTS_SQL.split("SELECT unnest(%(ids)s::bigint[])"))
+    at_risk = words(free_time_queries.AT_RISK_SQL)
+    assert at_risk.startswith(head) and at_risk.endswith(tail)
+    assert words(free_time_queries._AT_RISK_CANDIDATES_SQL) in at_risk
+
+
+PREPARED = {f"{module}.{name}": value for module, name, value in (
+    (info.name, name, value) for info in pkgutil.iter_modules(models.__path__)
+    for name, value in vars(importlib.import_module(f"models.{info.name}")).items())
+    if isinstance(value, db.Prepared)}
+
+
+@pytest.mark.parametrize("name", sorted(PREPARED))
+def test_a_prepared_statement_prepares_as_models_db_sends_it(conn, name):
+    # models.cursors.Prepared makes its own PREPARE (names and `$n` of its own): the one requests send.
+    with conn.cursor() as cur:
+        cur.execute("BEGIN")
+        cur.execute(PREPARED[name].prepare_sql)
+        cur.execute("ROLLBACK")
