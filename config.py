@@ -57,6 +57,11 @@ DEFAULTS = {
     "DATABASE_CONNECT_TIMEOUT": 5,
     # Seconds one statement of the API may run: far above its slowest (the at-risk list, docs/performance.md).
     "DATABASE_STATEMENT_TIMEOUT": 5,
+    # Seconds a gunicorn worker waits for any one answer of the database, kept by the worker itself
+    # (models/deadline.py): what the server's statement timeout cannot see, a statement queued in a pooler
+    # while the database is away or a server that stopped answering. Above the statement timeout, so the
+    # server's own ends a slow statement first; None waits as long as it takes.
+    "DATABASE_CLIENT_TIMEOUT": 8,
     # The delivery script's: it waits out outages by itself (backoff), and renders in batches.
     "DELIVERY_CONNECT_TIMEOUT": 10,
     # Seconds one statement of the delivery script may run before its connection is made again.

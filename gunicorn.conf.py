@@ -65,6 +65,14 @@ def on_starting(server):
         stale.unlink()
 
 
+def post_worker_init(worker):
+    """Each worker waits at most DATABASE_CLIENT_TIMEOUT for any answer of the database (models/deadline.py)."""
+    from config import load_config
+    from models import deadline
+
+    deadline.install(load_config()["DATABASE_CLIENT_TIMEOUT"])
+
+
 def child_exit(server, worker):
     """A worker's live gauges go with it; its counters stay in the sums."""
     from prometheus_client import multiprocess

@@ -6,6 +6,7 @@ the credentials, the pooler's configuration: it does not pass by itself) or a ba
 a conflict such as a deadlock on a healthy connection).
 """
 import psycopg2
+import psycopg2.extensions
 
 LOST, TIMEOUT, SETUP, STATEMENT = "lost", "timeout", "setup", "statement"
 
@@ -47,7 +48,8 @@ def classify(error, conn=None):
     if not isinstance(error, psycopg2.Error):
         return STATEMENT
     code = getattr(error, "pgcode", None) or ""
-    if code == _CANCELED:
+    # The server's statement_timeout, or the client's own deadline (models/deadline.py), which has no SQLSTATE.
+    if code == _CANCELED or isinstance(error, psycopg2.extensions.QueryCanceledError):
         return TIMEOUT
     if code in _SETUP_CODES or (not code and _names_setup(str(error))):
         return SETUP
