@@ -1,22 +1,73 @@
-"""What a delivery run does besides delivering: retention, and e-mails about failing and disabled endpoints."""
+"""What the delivery process does besides delivering, as services (delivery/service.py): housekeeping
+(retention, and pruning the rate-limit table the API counts requests in) and e-mails about failing and
+disabled endpoints. Each runs when a cron pass starts, and every minute under `--watch`.
+"""
 import logging
+import time
 
 from api.ids import PREFIXES, format_id
 from delivery import mailer, retry
-from models import db, endpoint_health, events, webhook_deliveries, webhooks
+from delivery.service import Service
+from models import db, endpoint_health, events, rate_limits, webhook_deliveries, webhooks
 
 log = logging.getLogger("delivery")
 
+EVERY_SECONDS = 60.0  # under --watch; a cron pass runs them once at its start
 
-def keep_tidy(conn, settings, clock):
-    """Retention (30 days of attempts and finished events), then notify_endpoint_admins."""
-    before = clock() - retry.RETENTION
+
+class Scheduled(Service):
+    """A service whose turn comes at start and then every `every` seconds."""
+
+    def __init__(self, link, settings, clock, every=EVERY_SECONDS):
+        super().__init__()
+        self.link, self.settings, self.clock, self.every = link, settings, clock, every
+        self.next_at = 0.0
+
+    def due(self, now):
+        """True once the interval has passed since the last turn began."""
+        return self.running and now >= self.next_at
+
+    def turn(self):
+        """Do the work; a turn cut by a lost connection waits for the next interval, as a finished one does."""
+        self.next_at = time.monotonic() + self.every
+        self.work(self.link.conn)
+        return 0
+
+    def work(self, conn):
+        """The service's work on `conn`."""
+        raise NotImplementedError
+
+
+class Housekeeping(Scheduled):
+    """Keeps the tables small: retention of attempts and finished events, old rate-limit windows."""
+
+    name = "housekeeping"
+
+    def work(self, conn):
+        """Delete what retention and the rate-limit window no longer need."""
+        delete_old(conn, self.clock())
+        with db.transaction(conn):
+            rate_limits.prune(conn, self.settings.rate_limit_window)
+
+
+class Email(Scheduled):
+    """E-mails the admins about failing and disabled endpoints (notify_endpoint_admins)."""
+
+    name = "e-mail"
+
+    def work(self, conn):
+        """Send what is waiting to be sent."""
+        notify_endpoint_admins(conn, self.settings, self.clock)
+
+
+def delete_old(conn, now):
+    """Retention: 30 days of attempts and finished events."""
+    before = now - retry.RETENTION
     with db.transaction(conn):
         attempts = webhook_deliveries.delete_old_attempts(conn, before)
         old = events.delete_old_events(conn, before)
     if attempts or old:
         log.info("retention deleted attempts=%s events=%s", attempts, old)
-    notify_endpoint_admins(conn, settings, clock)
 
 
 def notify_endpoint_admins(conn, settings, clock):

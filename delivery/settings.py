@@ -29,6 +29,7 @@ class Settings:
     lease: timedelta
     pass_seconds: float
     secret_keys: secret_key.SecretKeys
+    rate_limit_window: int  # RATE_LIMITS' window_seconds: housekeeping prunes the windows that ended long ago
 
     @classmethod
     def from_config(cls, config, **overrides):
@@ -48,6 +49,7 @@ class Settings:
             "lease": timedelta(seconds=float(config["WEBHOOK_LEASE_SECONDS"])),
             "pass_seconds": float(config["WEBHOOK_PASS_SECONDS"]),
             "secret_keys": secret_key.from_config(config),
+            "rate_limit_window": int(config["RATE_LIMITS"]["window_seconds"]),
         }
         values.update(overrides)
         return cls(**values)

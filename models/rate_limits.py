@@ -1,6 +1,4 @@
 """Fixed-window request counters in PostgreSQL, shared by every worker and host."""
-import random
-
 from models import db
 
 # authenticate_and_count: the request's first statement, prepared (models.db.Prepared), one round trip.
@@ -79,7 +77,7 @@ SELECT bucket, hits,
 ORDER BY position
 """
 
-# prune: windows that ended long ago.
+# prune: windows that ended long ago (the delivery process's housekeeping, on a schedule).
 _PRUNE_SQL = "DELETE FROM rate_limit_counters WHERE window_start < now() - make_interval(secs => 2 * %(window)s)"
 
 
@@ -93,9 +91,6 @@ def authenticate_and_count(conn, fingerprint, address, window_seconds):
         _AUTHENTICATE_AND_COUNT.execute(cur, {"fingerprint": fingerprint, "address": address,
                                               "window": window_seconds})
         rows = cur.fetchall()
-        # Old windows are cleared now and then rather than on every request (not one of its statements).
-        if random.random() < 0.005:
-            db.execute_uncounted(cur, _PRUNE_SQL, {"window": window_seconds})
     principal = None
     if rows[0]["token_id"] is not None:
         principal = {column: value for column, value in rows[0].items() if column not in _COUNT_COLUMNS}
@@ -116,3 +111,10 @@ def count_not_modified(conn, buckets, not_modified, window_start, quota, window_
         budget, *given_back = cur.fetchall()
     counts = {row["bucket"]: (row["hits"], max(1, row["resets_in"]), window_start) for row in given_back}
     return (budget["hits"], max(1, budget["resets_in"])), counts
+
+
+def prune(conn, window_seconds):
+    """Delete the windows that ended long ago (the delivery process's housekeeping); returns how many."""
+    with conn.cursor() as cur:
+        cur.execute(_PRUNE_SQL, {"window": window_seconds})
+        return cur.rowcount

@@ -1,0 +1,124 @@
+"""The delivery process's services: each starts, takes turns, stops when told, and the connection's states have names."""
+import threading
+import time
+
+import psycopg2
+import pytest
+
+from delivery.housekeeping import Housekeeping
+from delivery.link import RECONNECTED, AsLongAsLeases, DatabaseUnavailable, LinkState, Until, WhileRunning
+from delivery.service import ServiceState
+from delivery.worker import Dispatcher, ProcessState
+from models import db
+from tests.support.factories import make_org
+from tests.support.processes import wait_for
+from tests.support.webhooks import add_endpoint, resolver, run_pass
+
+
+def _events(conn, url, count):
+    org = make_org(conn, "acme")
+    add_endpoint(conn, org, url)
+    with conn.cursor() as cur:
+        cur.execute("INSERT INTO shipments (organization_id) SELECT %s FROM generate_series(1, %s)", (org, count))
+        cur.execute("UPDATE shipments SET status = 'in_transit'")
+
+
+def _count(conn, sql):
+    with conn.cursor() as cur:
+        cur.execute(sql)
+        return cur.fetchone()["count"]
+
+
+def test_housekeeping_prunes_the_rate_limit_windows_that_ended_long_ago(conn, settings):
+    with conn.cursor() as cur:
+        cur.execute("INSERT INTO rate_limit_counters (bucket, window_start, hits) VALUES "
+                    "('token:old', now() - interval '1 day', 3), ('token:now', now(), 2)")
+    run_pass(settings, seconds=0.1)
+    assert [row["bucket"] for row in _rows(conn, "SELECT bucket FROM rate_limit_counters")] == ["token:now"]
+
+
+def _rows(conn, sql):
+    with conn.cursor() as cur:
+        cur.execute(sql)
+        return cur.fetchall()
+
+
+def test_housekeeping_takes_its_turn_on_its_schedule(settings):
+    dispatcher = Dispatcher(settings)
+    try:
+        hourly = Housekeeping(dispatcher.link, settings, dispatcher.clock, every=3600)
+        assert not hourly.due(time.monotonic()), "not started"
+        hourly.start()
+        assert hourly.due(time.monotonic())
+        hourly.turn()
+        assert not hourly.due(time.monotonic())
+        hourly.stop()
+        assert hourly.state is ServiceState.STOPPING and not hourly.due(time.monotonic() + 7200)
+    finally:
+        dispatcher.close()
+
+
+def test_a_stopped_pass_claims_nothing_and_leaves_the_work_for_the_next(conn, receiver, settings):
+    _events(conn, receiver.url("/ok", host="127.0.0.1"), 2)
+    dispatcher = Dispatcher(settings, sender=settings.make_sender(resolver))
+    try:
+        dispatcher.stop()
+        assert dispatcher.state is ProcessState.STOPPING and dispatcher.sending.state is ServiceState.STOPPING
+        dispatcher.run_pass(5)
+    finally:
+        dispatcher.close()
+    assert receiver.requests == []
+    assert _count(conn, "SELECT count(*) FROM webhook_deliveries WHERE state = 'pending'") == 2
+    assert all(service.state is ServiceState.STOPPED for service in dispatcher.services)
+
+
+def test_stop_ends_a_watch_and_close_records_what_was_in_flight(conn, receiver, settings):
+    _events(conn, receiver.url("/sleep/0.5", host="127.0.0.1"), 3)
+    dispatcher = Dispatcher(settings, sender=settings.make_sender(resolver))
+    watching = threading.Thread(target=dispatcher.watch, daemon=True)
+    try:
+        watching.start()
+        assert wait_for(lambda: len(receiver.requests) == 3, 10)
+        dispatcher.stop()
+        watching.join(10)
+        assert not watching.is_alive()
+    finally:
+        dispatcher.close()
+    assert not dispatcher.in_flight and dispatcher.link.state is LinkState.CONNECTED
+    assert _count(conn, "SELECT count(*) FROM webhook_deliveries WHERE state = 'succeeded'") == 3
+
+
+def test_a_lost_connection_is_reconnected_and_named(conn, settings, monkeypatch):
+    dispatcher = Dispatcher(settings)
+    try:
+        lost = dispatcher.link.conn.get_backend_pid()
+        _rows(conn, f"SELECT pg_terminate_backend({lost}) AS count")
+        assert dispatcher.link.run(lambda: _rows(dispatcher.link.conn, "SELECT 1"), AsLongAsLeases()) is RECONNECTED
+        assert dispatcher.link.state is LinkState.CONNECTED and dispatcher.link.reconnects == 1
+        assert dispatcher.link.run(lambda: "answered", AsLongAsLeases()) == "answered"
+
+        _rows(conn, f"SELECT pg_terminate_backend({dispatcher.link.conn.get_backend_pid()}) AS count")
+
+        def refused(target):
+            raise psycopg2.OperationalError("connection refused (the test's outage)")
+        monkeypatch.setattr(db, "connect", refused)
+        with pytest.raises(DatabaseUnavailable):
+            dispatcher.link.run(lambda: _rows(dispatcher.link.conn, "SELECT 1"), Until(time.monotonic()))
+        assert dispatcher.link.state is LinkState.UNAVAILABLE
+        monkeypatch.undo()
+        dispatcher.link.conn = db.connect(settings.database_url)  # what close() releases
+    finally:
+        dispatcher.close()
+
+
+def test_a_watch_waits_for_the_database_for_ever_until_it_is_stopping(settings):
+    stopping = []
+    patience = WhileRunning(lambda: bool(stopping))
+
+    class Leases:
+        lease_seconds = 300
+
+    assert patience.deadline(Leases) is None
+    stopping.append(True)
+    assert 299 < patience.deadline(Leases) - time.monotonic() <= 300
+    assert Until(12.5).deadline(Leases) == 12.5
