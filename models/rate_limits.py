@@ -76,7 +76,7 @@ def authenticate_and_count(conn, fingerprint, address, window_seconds):
         rows = cur.fetchall()
         # Old windows are cleared now and then rather than on every request (not one of its statements).
         if random.random() < 0.005:
-            db.execute_uncounted(cur, _PRUNE_SQL, {"window": window_seconds})
+            cur.execute(_PRUNE_SQL, {"window": window_seconds})
     principal = None
     if rows[0]["token_id"] is not None:
         principal = {column: value for column, value in rows[0].items() if column not in _COUNT_COLUMNS}

@@ -182,7 +182,6 @@ def claim_due(conn, now, lease_until, token, cap, limit):
     committed before the locks.
     """
     with conn.cursor() as cur:
-        conn.statement_count += 1  # two statements, one round trip
         cur.execute(_LOCK_FOR_CLAIM_SQL + ";" + _CLAIM_SQL,
                     {"now": now, "lease_until": lease_until, "token": token, "cap": cap, "limit": limit,
                      "space": CAP_LOCK_SPACE})

@@ -2,6 +2,7 @@
 import pytest
 
 from models import rate_limits
+from tests.support.counting import statement_counts
 from tests.support.factories import auth, insert, make_container, make_label, make_org, make_shipment, make_token
 
 
@@ -20,7 +21,7 @@ def full_shipment(conn, labels):
 
 
 def statements(app, client, token, path):
-    recorder = app.config["STATEMENT_RECORDER"]
+    recorder = statement_counts(app)
     recorder.clear()
     response = client.get(path, headers=auth(token))
     assert response.status_code == 200
