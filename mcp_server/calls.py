@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from werkzeug.test import EnvironBuilder, run_wsgi_app
 
 from api.guard import COUNTED_BY
+from models.rate_limits import Authentication
 
 # The API client of the MCP request being served: set by the /mcp view per request, by `flask mcp` once.
 CALLER = contextvars.ContextVar("shiptrack_mcp_caller")
@@ -55,7 +56,7 @@ class ApiCaller:
     headers: dict
     remote_addr: str = "127.0.0.1"
     before_request: object = None
-    counted: tuple = None
+    counted: Authentication | None = None
     made: list = field(default_factory=list)
 
     def get(self, path, params=None):
