@@ -19,7 +19,10 @@ def install_request_hooks(app):
 def share_request_hooks(api, app):
     """Run every request hook of `api` on `app`'s requests too, those registered on `api` later included.
 
-    `app`'s own error handlers (its blueprints') come first; the rest is the API's error contract.
+    `app`'s own error handlers (its blueprints') come first; the rest is the API's error contract. Flask's
+    public preprocess_request, process_response and do_teardown_request read `api`'s hooks when each
+    request runs. process_response also runs the request's after_this_request functions, which `app`
+    runs itself as well: its views must not use after_this_request.
     """
     app.before_request(api.preprocess_request)
     app.after_request(api.process_response)

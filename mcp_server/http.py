@@ -77,11 +77,9 @@ def serve():
                        counted=g.authentication)
     token = CALLER.set(caller)
     try:
-        status, headers, content = anyio.run(_exchange, _server(), _scope(), body)
+        return anyio.run(_exchange, _server(), _scope(), body)
     finally:
         CALLER.reset(token)
-    return Response(content, status=status,
-                    headers=[(name, value) for name, value in headers if name.lower() != "content-length"])
 
 
 def read_message():
@@ -151,7 +149,7 @@ def _scope():
 
 
 async def _exchange(server, scope, body):
-    """(status, headers, body) of the SDK's stateless JSON-response handler for one request."""
+    """The Response of the SDK's stateless JSON-response handler to one request."""
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
     answered = anyio.Event()
@@ -180,7 +178,8 @@ async def _exchange(server, scope, body):
     manager = StreamableHTTPSessionManager(app=server, json_response=True, stateless=True)
     async with manager.run():
         await manager.handle_request(scope, receive, send)
-    return sent["status"], sent["headers"], b"".join(sent["body"])
+    return Response(b"".join(sent["body"]), status=sent["status"],
+                    headers=[(name, value) for name, value in sent["headers"] if name.lower() != "content-length"])
 
 
 @bp.errorhandler(ApiError)
