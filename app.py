@@ -2,10 +2,9 @@
 from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from api import (alerts, changes, checks, conditional, docs_page, documents, events, free_time, guard,
-                 observe, openapi, organization, packing_lists, shipments, timeline)
-from api.context import release_conn
-from api.errors import register_error_handlers
+from api import (alerts, changes, checks, docs_page, documents, events, free_time, observe, openapi, organization,
+                 packing_lists, shipments, timeline)
+from api.hooks import install_request_hooks
 from api.middleware import JsonSuffix
 from cli import register_commands
 from config import configure_logging, load_config
@@ -27,18 +26,11 @@ def create_app(config=None):
     for blueprint in (organization.bp, shipments.bp, timeline.bp, free_time.bp, documents.bp, packing_lists.bp,
                       alerts.bp, checks.bp, events.bp, changes.bp, openapi.bp, docs_page.bp):
         app.register_blueprint(blueprint)
-    app.before_request(guard.guard_request)
-    app.after_request(guard.add_version_header)
-    app.after_request(guard.add_rate_limit_headers)
-    # Registered last, so it runs first: a 304 gives its count back before the RateLimit headers are written.
-    app.after_request(conditional.answer_conditionally)
-    app.teardown_request(release_conn)
-    app.after_request(observe.note_request)
-    register_error_handlers(app)
+    install_request_hooks(app)
     register_commands(app)
 
     app.wsgi_app = JsonSuffix(app.wsgi_app)
-    # POST /mcp (docs/agents.md): an app of its own with these same hooks, so url_map stays the API's GETs.
+    # POST /mcp (docs/agents.md): an app of its own running these same hooks, so url_map stays the API's GETs.
     app.wsgi_app = mcp_http.mount(app)
     # Around everything but ProxyFix: /healthz, /readyz, /metrics, X-Request-Id and the request metrics.
     app.wsgi_app = observe.Observe(app)

@@ -30,7 +30,6 @@ def get_conn():
     """
     if "conn" not in g:
         g.conn = db.checkout(database())
-        g.conn.statement_count = 0
         if not g.conn.autocommit:
             g.conn.autocommit = True
     return g.conn
@@ -84,9 +83,6 @@ def release_conn(error=None):
         log.warning("connection lost at the end of a request: %s", db.describe(lost))
         broken = True
     finally:
-        recorder = current_app.config.get("STATEMENT_RECORDER")
-        if recorder is not None:
-            recorder.append(conn.statement_count)
         db.checkin(database(), conn, broken=broken)
 
 

@@ -1,4 +1,6 @@
 """What runs before every view: rate limits, the size of the body, the bearer token, the Service-Version header."""
+from dataclasses import dataclass
+
 import psycopg2
 from flask import current_app, g, request
 
@@ -19,6 +21,16 @@ NOT_MODIFIED = "not_modified_"
 NOT_MODIFIED_TIMES = 10
 
 
+@dataclass(frozen=True, slots=True)
+class LimitState:
+    """Where a request stands in one limit: its policy and quota, requests left (below 0 past it), seconds to reset."""
+
+    policy: str
+    quota: int
+    remaining: int
+    resets_in: int
+
+
 def bearer_token():
     """The token of an `Authorization: Bearer` header, '' when it is there but malformed, else None."""
     header = request.headers.get("Authorization", "")
@@ -36,7 +48,7 @@ def guard_request():
     token = bearer_token()
     public = request.routing_exception is None and request.endpoint in PUBLIC_ENDPOINTS
     try:
-        g.authentication = request.environ.get(COUNTED_BY) or first_statements(
+        authentication = request.environ.get(COUNTED_BY) or first_statements(
             lambda conn: authenticate_and_count(conn, token))
     except db.DatabaseUnavailable:
         if public:
@@ -44,8 +56,9 @@ def guard_request():
             # uncounted (no RateLimit headers); everything else is 503 (docs/authentication.md).
             return
         raise
-    principal, policies, counts = g.authentication
-    enforce_rate_limits(principal, policies, counts, failed_authentication=token is not None and principal is None)
+    g.authentication = authentication
+    principal = authentication.principal
+    enforce_rate_limits(authentication, failed_authentication=token is not None and principal is None)
     # Refused on its Content-Length alone, before anything reads the body, on every path (a body streamed
     # without one is counted as /mcp reads it: mcp_server/http.read_message).
     max_content_length = current_app.config["MAX_CONTENT_LENGTH"]
@@ -58,31 +71,31 @@ def guard_request():
     if principal is None:
         raise InvalidToken("The API token is invalid, expired or revoked, or its user left the organization.")
     g.principal = principal
-    g.version = resolve_version(principal)
+    g.version = requested_version() or pinned_version(principal)
 
 
 def authenticate_and_count(conn, token):
-    """(principal or None, buckets, counts): the request's first statement, which first_statements may repeat."""
+    """The request's Authentication (models.rate_limits): its first statement, which first_statements may repeat."""
     fingerprint = tokens.fingerprint(token) if token is not None and tokens.TOKEN_PATTERN.fullmatch(token) else None
     return rate_limits.authenticate_and_count(conn, fingerprint, request.remote_addr or "unknown",
                                               current_app.config["RATE_LIMITS"]["window_seconds"])
 
 
-def enforce_rate_limits(principal, policies, counts, failed_authentication=False):
+def enforce_rate_limits(authentication, failed_authentication=False):
     """Raise 429 when this request's count passed a limit of the spec.
 
     Keeps the limit closest to running out in `g.rate_limit` for the RateLimit headers of the response.
     """
     limits = current_app.config["RATE_LIMITS"]
-    states = limit_states(policies, counts, limits)
+    states = limit_states(authentication.policies, authentication.counts, limits)
     g.rate_limit = closest_limit(states)
     # What count_not_modified needs to take this request back from the window it was counted in.
-    g.rate_limit_counted = (policies, next(iter(counts.values()))[2])
-    exceeded = [reset for _policy, _quota, requests_left, reset in states if requests_left < 0]
+    g.rate_limit_counted = authentication
+    exceeded = [state.resets_in for state in states if state.remaining < 0]
     if not exceeded:
         return
     retry_after = max(exceeded)
-    if principal is None:
+    if authentication.principal is None:
         raise RateLimited(anonymous_limit_message(limits, retry_after, failed_authentication),
                           retry_after=retry_after)
     raise RateLimited("Too many requests. Wait for the number of seconds in Retry-After, then retry.",
@@ -90,8 +103,9 @@ def enforce_rate_limits(principal, policies, counts, failed_authentication=False
 
 
 def limit_states(policies, counts, limits):
-    """(policy, quota, requests left, seconds until reset) of each bucket; left is negative past the quota."""
-    return [(policy, quota(limits, policy), quota(limits, policy) - counts[bucket][0], counts[bucket][1])
+    """The LimitState of each bucket (`counts` maps buckets to models.rate_limits.Count)."""
+    return [LimitState(policy, quota(limits, policy), quota(limits, policy) - counts[bucket].hits,
+                       counts[bucket].resets_in)
             for bucket, policy in policies.items()]
 
 
@@ -103,10 +117,10 @@ def quota(limits, policy):
 
 
 def closest_limit(states):
-    """(policy, quota, remaining, resets_in) of the limit closest to running out, remaining never below 0."""
+    """The LimitState closest to running out, its remaining never below 0 (what the RateLimit headers show)."""
     # Fewest left first, so a 429 shows a limit it passed; on a tie the later reset (t never before Retry-After).
-    policy, quota, left, resets_in = min(states, key=lambda state: (state[2], -state[3]))
-    return policy, quota, max(0, left), resets_in
+    closest = min(states, key=lambda state: (state.remaining, -state.resets_in))
+    return LimitState(closest.policy, closest.quota, max(0, closest.remaining), closest.resets_in)
 
 
 def count_not_modified():
@@ -119,25 +133,26 @@ def count_not_modified():
     counted = g.pop("rate_limit_counted", None)
     if counted is None:
         return None
-    policies, window_start = counted
+    policies = counted.policies
     limits = current_app.config["RATE_LIMITS"]
     # The token's bucket, or the address's without a valid token: per_ip only ever comes with per_token.
     bucket, policy = next((bucket, policy) for bucket, policy in policies.items() if policy != "per_ip")
-    budget = (NOT_MODIFIED + policy, quota(limits, NOT_MODIFIED + policy))
+    budget_policy = NOT_MODIFIED + policy
+    budget_quota = quota(limits, budget_policy)
     try:
-        (hits, resets_in), counts = rate_limits.count_not_modified(
-            get_conn(), policies, NOT_MODIFIED + bucket, window_start, budget[1], limits["window_seconds"])
+        budget = rate_limits.count_not_modified(get_conn(), policies, NOT_MODIFIED + bucket, counted.window_start,
+                                                budget_quota, limits["window_seconds"])
     except (db.DatabaseUnavailable, psycopg2.OperationalError, psycopg2.InterfaceError) as error:
         if isinstance(error, psycopg2.Error) and db.classify(error, g.get("conn")) == db.STATEMENT:
             raise
         # The 304 is still right; the database went away after the view, so its count stays.
         return None
-    budget_state = (*budget, budget[1] - hits, resets_in)
-    if hits > budget[1]:
+    budget_state = LimitState(budget_policy, budget_quota, budget_quota - budget.hits, budget.resets_in)
+    if budget.hits > budget_quota:
         g.rate_limit = closest_limit([budget_state])
-        return RateLimited(not_modified_message(policy, limits, resets_in), retry_after=resets_in)
-    if set(counts) == set(policies):  # else the window was pruned meanwhile: nothing was given back
-        g.rate_limit = closest_limit(limit_states(policies, counts, limits) + [budget_state])
+        return RateLimited(not_modified_message(policy, limits, budget.resets_in), retry_after=budget.resets_in)
+    if set(budget.given_back) == set(policies):  # else the window was pruned meanwhile: nothing was given back
+        g.rate_limit = closest_limit(limit_states(policies, budget.given_back, limits) + [budget_state])
     return None
 
 
@@ -158,10 +173,9 @@ def add_rate_limit_headers(response):
     """
     state = g.get("rate_limit")
     if state is not None:
-        policy, quota, remaining, resets_in = state
         window = current_app.config["RATE_LIMITS"]["window_seconds"]
-        response.headers["RateLimit-Policy"] = f'"{policy}";q={quota};w={window}'
-        response.headers["RateLimit"] = f'"{policy}";r={remaining};t={resets_in}'
+        response.headers["RateLimit-Policy"] = f'"{state.policy}";q={state.quota};w={window}'
+        response.headers["RateLimit"] = f'"{state.policy}";r={state.remaining};t={state.resets_in}'
     return response
 
 
@@ -183,20 +197,29 @@ def _duration(seconds, in_minutes=True):
     return f"{seconds} second{'' if seconds == 1 else 's'}"
 
 
-def resolve_version(principal):
-    """The version of this request: the Service-Version header, else the organization's pin."""
+def requested_version():
+    """The published version the Service-Version header names, None without the header; raises on any other."""
     requested = request.headers.get("Service-Version")
-    if requested is not None:
-        if not versions.VERSION_PATTERN.fullmatch(requested):
-            raise InvalidParameter("Service-Version must be a date in the form YYYY-MM-DD.",
-                                   param="Service-Version")
-        if requested not in versions.PUBLISHED:
-            raise InvalidVersion(f"Service-Version {requested} is not a published version; "
-                                 f"published: {', '.join(versions.PUBLISHED)}.")
-        return requested
+    if requested is None:
+        return None
+    if not versions.VERSION_PATTERN.fullmatch(requested):
+        raise InvalidParameter("Service-Version must be a date in the form YYYY-MM-DD.", param="Service-Version")
+    if requested not in versions.PUBLISHED:
+        raise InvalidVersion(f"Service-Version {requested} is not a published version; "
+                             f"published: {', '.join(versions.PUBLISHED)}.")
+    return requested
+
+
+def pinned_version(principal):
+    """The organization's pinned version, pinning it to the latest first when it has none (docs/parameters.md).
+
+    The pin is a statement of its own (models.organizations.pin_version), sent only while the organization
+    has no pin: every later request finds it in the token's row.
+    """
     if principal["api_version"] is None:
-        principal["api_version"] = organizations.pin_version(
-            get_conn(), principal["organization_id"], versions.LATEST)
+        # Another request may pin it meanwhile: the statement keeps the pin it finds and returns it.
+        principal["api_version"] = organizations.pin_version(get_conn(), principal["organization_id"],
+                                                             versions.LATEST)
     return principal["api_version"]
 
 

@@ -38,7 +38,7 @@ def note_request(response):
     if request.url_rule is not None:
         request.environ[ENVIRON_ROUTE] = request.url_rule.rule
     authentication = g.get("authentication")
-    principal = authentication[0] if authentication else None
+    principal = authentication.principal if authentication is not None else None
     if principal is not None:
         request.environ[ENVIRON_TOKEN_ID] = format_id(PREFIXES["token"], principal["token_id"])
     return response

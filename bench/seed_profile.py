@@ -113,7 +113,7 @@ def _recreate(server, database, create=True):
 def _instrument(db, timings, backend_cpu):
     """Time every statement, COPY and commit of the seed's connections, keyed by what they are; note
     each connection's server process's CPU time at every commit."""
-    cursor, connection = db.CountingCursor, db.Connection
+    cursor, connection = db.Cursor, db.Connection
     plain_execute, plain_copy, plain_commit = cursor.execute, cursor.copy_expert, connection.commit
 
     def execute(self, query, vars=None):

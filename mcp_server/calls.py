@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from werkzeug.test import EnvironBuilder, run_wsgi_app
 
 from api.guard import COUNTED_BY
+from models.rate_limits import Authentication
 
 # The API client of the MCP request being served: set by the /mcp view per request, by `flask mcp` once.
 CALLER = contextvars.ContextVar("shiptrack_mcp_caller")
@@ -55,7 +56,7 @@ class ApiCaller:
     headers: dict
     remote_addr: str = "127.0.0.1"
     before_request: object = None
-    counted: tuple = None
+    counted: Authentication | None = None
     made: list = field(default_factory=list)
 
     def get(self, path, params=None):
@@ -66,24 +67,24 @@ class ApiCaller:
         environ = {"REMOTE_ADDR": self.remote_addr}
         if self.counted is not None:
             environ[COUNTED_BY], self.counted = self.counted, None
-        status, data = contextvars.Context().run(self._get, path, query, environ)
+        answer = contextvars.Context().run(self._get, path, query, environ)
         self.made.append(path)
-        text = data.decode()
-        try:
-            body = json.loads(text) if text else {}
-        except ValueError:
-            body = {}
-        return Answer(status, text, body)
+        return answer
 
     def _get(self, path, query, environ):
-        """(status code, body bytes) of the GET, run through the whole WSGI application."""
+        """The Answer of the GET, run through the whole WSGI application."""
         request = EnvironBuilder(path=path, query_string=query, headers=self.headers, environ_base=environ)
         try:
             # Buffered: the application's iterable is read whole and closed before this returns.
             chunks, status, _headers = run_wsgi_app(self.app.wsgi_app, request.get_environ(), buffered=True)
         finally:
             request.close()
-        return int(status.split(None, 1)[0]), b"".join(chunks)
+        text = b"".join(chunks).decode()
+        try:
+            body = json.loads(text) if text else {}
+        except ValueError:
+            body = {}
+        return Answer(int(status.split(None, 1)[0]), text, body)
 
 
 def _query_value(value):

@@ -2,7 +2,7 @@
 
 /mcp is answered by a small Flask app of its own, mounted in front of the API's routes, so that the API's
 url_map (what /openapi.json describes) keeps only GET operations. It runs the API's own request hooks and
-error handlers (copied from the API app when mounted): the guard authenticates and counts each POST with the
+error handlers (api.hooks.share_request_hooks): the guard authenticates and counts each POST with the
 same token, limits and messages as any API request. The view then hands the request to the SDK's ASGI
 handler on an event loop of its own, in the same thread; each tool answers with a GET of the API
 (mcp_server/calls.py), which takes the POST's authentication and count as its own (one request of the
@@ -21,13 +21,13 @@ from werkzeug.wsgi import get_input_stream
 from api.context import release_conn
 from api.errors import (ApiError, InvalidParameter, RequestTooLarge, ServiceUnavailable, UnsupportedMediaType,
                         error_response)
+from api.hooks import share_request_hooks
 from mcp_server.calls import API_REFUSED, CALLER, ApiCaller
 from models import db
 
 PATH = "/mcp"
 API_APP = "shiptrack_api_app"
 SERVER = "shiptrack_mcp_server"
-HOOKS = ("before_request_funcs", "after_request_funcs", "teardown_request_funcs")
 # The request headers a tool's GET carries over from the POST.
 FORWARDED_HEADERS = ("Authorization", "Service-Version", "X-Request-Id")
 # A request body is read in pieces of this size, up to MAX_CONTENT_LENGTH.
@@ -56,10 +56,9 @@ def mount(app):
     endpoint.config = app.config
     endpoint.json.sort_keys = False
     endpoint.json.compact = True
-    for hooks in HOOKS:
-        getattr(endpoint, hooks)[None] = list(getattr(app, hooks)[None])
-    for code, handlers in app.error_handler_spec[None].items():
-        endpoint.error_handler_spec[None][code] = dict(handlers)
+    # The API's settings and database target are the endpoint's.
+    endpoint.extensions = app.extensions
+    share_request_hooks(app, endpoint)
     endpoint.register_blueprint(bp)
     endpoint.extensions[API_APP] = app
     return McpEndpoint(app.wsgi_app, endpoint.wsgi_app)
@@ -78,11 +77,9 @@ def serve():
                        counted=g.authentication)
     token = CALLER.set(caller)
     try:
-        status, headers, content = anyio.run(_exchange, _server(), _scope(), body)
+        return anyio.run(_exchange, _server(), _scope(), body)
     finally:
         CALLER.reset(token)
-    return Response(content, status=status,
-                    headers=[(name, value) for name, value in headers if name.lower() != "content-length"])
 
 
 def read_message():
@@ -152,7 +149,7 @@ def _scope():
 
 
 async def _exchange(server, scope, body):
-    """(status, headers, body) of the SDK's stateless JSON-response handler for one request."""
+    """The Response of the SDK's stateless JSON-response handler to one request."""
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
     answered = anyio.Event()
@@ -181,7 +178,8 @@ async def _exchange(server, scope, body):
     manager = StreamableHTTPSessionManager(app=server, json_response=True, stateless=True)
     async with manager.run():
         await manager.handle_request(scope, receive, send)
-    return sent["status"], sent["headers"], b"".join(sent["body"])
+    return Response(b"".join(sent["body"]), status=sent["status"],
+                    headers=[(name, value) for name, value in sent["headers"] if name.lower() != "content-length"])
 
 
 @bp.errorhandler(ApiError)

@@ -6,8 +6,8 @@ import psycopg2.extensions
 _IDLE = psycopg2.extensions.TRANSACTION_STATUS_IDLE
 
 
-class CountingCursor(psycopg2.extensions.cursor):
-    """A cursor whose rows are plain dicts, counting statements on its connection (tests assert counts).
+class Cursor(psycopg2.extensions.cursor):
+    """A cursor whose rows are plain dicts.
 
     Rows are built with dict(zip(...)) rather than psycopg2's RealDictCursor, whose per-column
     Python __setitem__ cost a third of the time of a 100-shipment page. On a connection through a
@@ -17,7 +17,6 @@ class CountingCursor(psycopg2.extensions.cursor):
 
     def execute(self, query, vars=None):
         conn = self.connection
-        conn.statement_count += 1
         if conn.transaction_prefix and conn.info.transaction_status == _IDLE:
             if not isinstance(query, str):
                 query = query.as_string(conn)
@@ -45,7 +44,7 @@ class CountingCursor(psycopg2.extensions.cursor):
 
 
 class Connection(psycopg2.extensions.connection):
-    """A connection that counts the statements run through its cursors, and knows what it has prepared.
+    """A connection that knows what it has prepared and how its transactions open.
 
     `transaction_prefix` is empty on a connection that keeps its session (direct, or a session
     pooler): its settings were SET once when it was made. Through a transaction pooler each
@@ -53,7 +52,6 @@ class Connection(psycopg2.extensions.connection):
     nothing is prepared (`prepares` is False).
     """
 
-    statement_count = 0
     prepared = frozenset()
     prepares = True
     transaction_prefix = ""
@@ -90,16 +88,7 @@ class Prepared:
             return
         if self.name not in conn.prepared:
             # A statement of its own: a PREPARE sent with the EXECUTE would outlive a failed EXECUTE.
-            # A connection pays it once in its life, so it is not one of the request's statements.
-            execute_uncounted(cur, self.prepare_sql)
+            cur.execute(self.prepare_sql)
             conn.prepared = conn.prepared | {self.name}
         cur.execute(self.execute_sql, params)
 
-
-def execute_uncounted(cur, query, params=None):
-    """Run a statement that is not part of the request's own work (CountingCursor does not count it).
-
-    For what a request does once per connection or by chance (PREPARE, the rate-limit table's pruning on a
-    random few requests), so that the statements counted per request are exactly its work, every time.
-    """
-    return psycopg2.extensions.cursor.execute(cur, query, params)

@@ -15,7 +15,7 @@ import psycopg2
 import psycopg2.extensions
 import psycopg2.pool
 
-from models.cursors import Connection, CountingCursor, Prepared, execute_uncounted  # noqa: F401
+from models.cursors import Connection, Cursor, Prepared  # noqa: F401
 from models.db_errors import (LOST, SETUP, STATEMENT, TIMEOUT, DatabaseSetupError,  # noqa: F401
                               DatabaseUnavailable, classify, describe, is_disconnect, unavailable)
 from models.embedded import (EMBEDDED_DATA_DIR, EMBEDDED_DATABASE, PROJECT_DIR,  # noqa: F401
@@ -46,6 +46,7 @@ class Target:
     statement_timeout: float = 0       # seconds; 0 lets a statement run as long as it takes
     pool_size: int = 8
     settings: tuple = ()               # more (name, value) session settings of this process
+    cursor_factory: type = Cursor      # the class of its cursors (tests give one that counts statements)
 
     @classmethod
     def from_config(cls, config, process, url=None, **more):
@@ -85,7 +86,8 @@ def connect(target):
     extra = {} if _names_itself(target.url) else {"application_name": target.application_name}
     if target.connect_timeout:
         extra["connect_timeout"] = max(2, round(target.connect_timeout))  # libpq's own minimum is 2 s
-    conn = psycopg2.connect(target.url, connection_factory=Connection, cursor_factory=CountingCursor, **extra)
+    conn = psycopg2.connect(target.url, connection_factory=Connection,
+                            cursor_factory=target.cursor_factory, **extra)
     conn.target = target
     if target.pooler == "transaction":
         conn.transaction_prefix, conn.prepares = _settings_sql(target, "SET LOCAL"), False
@@ -94,7 +96,7 @@ def connect(target):
     conn.autocommit = True
     try:
         with conn.cursor() as cur:
-            execute_uncounted(cur, _settings_sql(target, "SET"))
+            cur.execute(_settings_sql(target, "SET"))
     except BaseException:
         conn.close()
         raise

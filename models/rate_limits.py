@@ -1,4 +1,7 @@
 """Fixed-window request counters in PostgreSQL, shared by every worker and host."""
+from dataclasses import dataclass
+from datetime import datetime
+
 from models import db
 
 # authenticate_and_count: the request's first statement, prepared (models.db.Prepared), one round trip.
@@ -82,7 +85,7 @@ _PRUNE_SQL = "DELETE FROM rate_limit_counters WHERE window_start < now() - make_
 
 
 def authenticate_and_count(conn, fingerprint, address, window_seconds):
-    """(principal or None, {bucket: policy}, {bucket: (hits, seconds until reset, window_start)}).
+    """The Authentication of a request: its principal (None without a valid token), buckets and Counts.
 
     `fingerprint` is models.tokens.fingerprint of the token sent, or None when none (or a malformed one)
     was sent; the hits are counted whoever asks.
@@ -95,22 +98,22 @@ def authenticate_and_count(conn, fingerprint, address, window_seconds):
     if rows[0]["token_id"] is not None:
         principal = {column: value for column, value in rows[0].items() if column not in _COUNT_COLUMNS}
     policies = {row["bucket"]: row["policy"] for row in rows}
-    counts = {row["bucket"]: (row["hits"], max(1, row["resets_in"]), row["window_start"]) for row in rows}
-    return principal, policies, counts
+    counts = {row["bucket"]: Count(row["hits"], max(1, row["resets_in"]), row["window_start"]) for row in rows}
+    return Authentication(principal, policies, counts)
 
 
 def count_not_modified(conn, buckets, not_modified, window_start, quota, window_seconds):
     """Move a request answered 304 from `buckets` to its 304 budget `not_modified` unless that passes `quota`.
 
-    Returns (hits, seconds until reset) of the 304 budget and the counts of the buckets given back
-    (as authenticate_and_count's; empty past the quota).
+    Returns the NotModifiedCount: the 304 budget's hits and seconds until reset, and the Counts of the
+    buckets given back (empty past the quota).
     """
     with conn.cursor() as cur:
         cur.execute(_NOT_MODIFIED_SQL, {"buckets": list(buckets), "not_modified": not_modified, "quota": quota,
                                         "window_start": window_start, "window": window_seconds})
         budget, *given_back = cur.fetchall()
-    counts = {row["bucket"]: (row["hits"], max(1, row["resets_in"]), window_start) for row in given_back}
-    return (budget["hits"], max(1, budget["resets_in"])), counts
+    counts = {row["bucket"]: Count(row["hits"], max(1, row["resets_in"]), window_start) for row in given_back}
+    return NotModifiedCount(budget["hits"], max(1, budget["resets_in"]), counts)
 
 
 def prune(conn, window_seconds):
@@ -118,3 +121,38 @@ def prune(conn, window_seconds):
     with conn.cursor() as cur:
         cur.execute(_PRUNE_SQL, {"window": window_seconds})
         return cur.rowcount
+
+
+@dataclass(frozen=True, slots=True)
+class Count:
+    """One bucket's count: its hits in the window, the seconds until the window resets, when the window began."""
+
+    hits: int
+    resets_in: int
+    window_start: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Authentication:
+    """What a request's first statement found: who asks (None without a valid token) and its counted buckets.
+
+    `policies` maps each bucket to its policy (a key of RATE_LIMITS), `counts` each bucket to its Count.
+    """
+
+    principal: dict | None
+    policies: dict
+    counts: dict
+
+    @property
+    def window_start(self):
+        """The start of the window every bucket of the request was counted in."""
+        return next(iter(self.counts.values())).window_start
+
+
+@dataclass(frozen=True, slots=True)
+class NotModifiedCount:
+    """A 304's count in its budget (hits, seconds until reset) and the Counts of the buckets given back."""
+
+    hits: int
+    resets_in: int
+    given_back: dict

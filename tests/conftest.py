@@ -17,6 +17,7 @@ import trustme
 
 from delivery.outbox import render_pending
 from models import db, organizations, tokens
+from tests.support.counting import count_statements
 from tests.support.databases import DEMO_TOKEN_NAME, Demo, Emptier, Server
 from tests.support.webhooks import RECEIVER_HOST, TEST_SECRET_KEY, Receiver, delivery_settings
 
@@ -25,14 +26,14 @@ NO_RATE_LIMITS = {"window_seconds": 300, "per_token": 100000, "per_ip": 100000, 
 
 
 def make_app(url, **config):
-    """The application on database `url` for tests; STATEMENT_RECORDER collects per-request statement counts.
+    """The application on database `url` for tests, counting each request's statements (tests/support/counting.py).
 
     Webhook secrets are encrypted with the tests' key, as in a deployment that has one.
     """
     from app import create_app
 
-    return create_app({"TESTING": True, "DATABASE_URL": url, "STATEMENT_RECORDER": [], "SECRET_KEY": TEST_SECRET_KEY,
-                       **config})
+    return count_statements(create_app({"TESTING": True, "DATABASE_URL": url, "SECRET_KEY": TEST_SECRET_KEY,
+                                        **config}))
 
 
 @pytest.fixture(scope="session")

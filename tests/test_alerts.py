@@ -2,6 +2,7 @@
 import pytest
 
 from models import alerts as alerts_model
+from tests.support.counting import statement_counts
 from tests.support.factories import auth, insert, make_org, make_shipment, make_token
 
 MISSING_TOKEN = {"error": {"type": "authentication_error", "code": "missing_token", "param": None,
@@ -146,12 +147,12 @@ def test_statement_count_does_not_grow(app, conn, client, org):
     client.get("/organization", headers=auth(org["token"]))  # pins the version: one statement, once
     shipment = make_shipment(conn, org["id"], reference="S-1")
     make_alert(conn, org["id"], shipment)
-    app.config["STATEMENT_RECORDER"].clear()
+    statement_counts(app).clear()
     assert len(client.get("/alerts", headers=auth(org["token"])).json["data"]) == 1
     for _ in range(30):
         make_alert(conn, org["id"], make_shipment(conn, org["id"]))
     assert len(client.get("/alerts?limit=100", headers=auth(org["token"])).json["data"]) == 31
-    one, many = app.config["STATEMENT_RECORDER"]
+    one, many = statement_counts(app)
     assert one == many
 
 

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from models import db
+from tests.support.counting import statement_counts
 from tests.support.factories import auth, insert, make_container, make_label, make_org, make_shipment, make_token
 from tests.support.processes import ROOT, gunicorn, stop
 
@@ -256,7 +257,7 @@ def test_a_deleted_organization_leaves_nothing_behind(conn, client, org):
 
 
 def test_a_poll_with_nothing_new_is_one_statement(conn, app, client, org):
-    recorder = app.config["STATEMENT_RECORDER"]
+    recorder = statement_counts(app)
 
     def statements(since, items):
         """Statements of the poll that answered `items` items (polled again while the horizon holds some

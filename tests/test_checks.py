@@ -1,6 +1,7 @@
 """GET /checks: current checks, failed and warning by default, keyset-paged."""
 import pytest
 
+from tests.support.counting import statement_counts
 from tests.support.factories import auth, insert, make_org, make_shipment, make_token
 
 STATUSES = ("pending", "passed", "failed", "skipped", "warning")
@@ -138,10 +139,10 @@ def test_rate_limited(app, client, org):
 def test_statement_count_does_not_grow(app, conn, client, org):
     client.get("/organization", headers=auth(org["token"]))  # pins the version: one statement, once
     make_check(conn, org["id"], make_shipment(conn, org["id"]), "failed")
-    app.config["STATEMENT_RECORDER"].clear()
+    statement_counts(app).clear()
     assert len(client.get("/checks", headers=auth(org["token"])).json["data"]) == 1
     for _ in range(30):
         make_check(conn, org["id"], make_shipment(conn, org["id"]), "failed")
     assert len(client.get("/checks?limit=100", headers=auth(org["token"])).json["data"]) == 31
-    one, many = app.config["STATEMENT_RECORDER"]
+    one, many = statement_counts(app)
     assert one == many

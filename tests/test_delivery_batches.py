@@ -6,6 +6,7 @@ from delivery.outbox import render_pending
 from delivery.event_rendering import Renderer
 from models import db
 from models.events import PendingEvent
+from tests.support.counting import CountingCursor
 from tests.support.factories import auth, insert, make_container, make_org, make_shipment, make_token
 
 
@@ -24,16 +25,16 @@ def shipment_with_parts(conn, org):
 
 def statements_to_render(database_url, events_wanted):
     """Statements render_pending runs for a batch of waiting events (one status change per shipment)."""
-    conn = db.connect(database_url)
+    conn = db.connect(db.Target(database_url, cursor_factory=CountingCursor))
     try:
         with conn.cursor() as cur:
             cur.execute("UPDATE shipments SET status = 'validated' WHERE id IN (SELECT id FROM shipments "
                         "ORDER BY id LIMIT %s)", (events_wanted,))
         conn.commit()
-        conn.statement_count = 0
+        conn.statements = 0
         assert render_pending(conn, datetime.now(timezone.utc)) == events_wanted
         conn.commit()
-        return conn.statement_count
+        return conn.statements
     finally:
         conn.close()
 

@@ -4,6 +4,7 @@ import os
 import pytest
 
 from api.documents import FILE_MEDIA_TYPES, content_disposition, storage_path
+from tests.support.counting import statement_counts
 from tests.support.factories import auth, insert, make_org, make_shipment, make_token
 
 
@@ -207,10 +208,10 @@ def test_large_file_streams_without_growing_memory(conn, client, org):
 
 def test_statement_count(app, conn, client, org):
     client.get("/organization", headers=auth(org["token"]))  # pins the version: one statement, once
-    app.config["STATEMENT_RECORDER"].clear()
+    statement_counts(app).clear()
     small = make_document(conn, org)
     large = make_document(conn, org, key="large.bin", content=b"x" * 1_000_000)
     fetch(client, f"/documents/doc_{small}/file", org)
     fetch(client, f"/documents/doc_{large}/file", org)
-    one, other = app.config["STATEMENT_RECORDER"]
+    one, other = statement_counts(app)
     assert one == other

@@ -3,6 +3,7 @@ import json
 
 import pytest
 
+from tests.support.counting import statement_counts
 from tests.support.factories import auth, insert, make_org, make_shipment, make_token
 
 CREATED = "2026-03-04T05:06:07Z"
@@ -188,14 +189,14 @@ def test_common_rules(app, conn, client, org, path):
 def test_statement_count_does_not_grow(app, conn, client, org):
     client.get("/organization", headers=auth(org["token"]))  # pins the version: one statement, once
     make_document(conn, org["id"], org["shipment"])
-    app.config["STATEMENT_RECORDER"].clear()
+    statement_counts(app).clear()
     path = f"/shipments/shp_{org['shipment']}/documents"
     assert len(client.get(path, headers=auth(org["token"])).json["data"]) == 1
     for n in range(30):
         document = make_document(conn, org["id"], org["shipment"], storage_key=f"k{n}", scan_state="clean")
         add_data(conn, document, "packing_list", {"packing_list_number": str(n)})
     assert len(client.get(path, headers=auth(org["token"])).json["data"]) == 31
-    one, many = app.config["STATEMENT_RECORDER"]
+    one, many = statement_counts(app)
     assert one == many
 
 

@@ -6,6 +6,7 @@ from datetime import date, datetime, time, timedelta, timezone
 
 import pytest
 
+from tests.support.counting import statement_counts
 from tests.support.factories import auth, insert, make_container, make_org, make_shipment, make_token
 
 TODAY = datetime.now(timezone.utc).date()
@@ -219,7 +220,7 @@ def test_at_risk_empty(conn, client, org):
 def test_statement_counts_do_not_grow(app, conn, client, org):
     client.get("/organization", headers=auth(org["token"]))  # pins the version once
     first = ocean(conn, org["id"], "S-0", discharged_days_ago=9)
-    app.config["STATEMENT_RECORDER"].clear()
+    statement_counts(app).clear()
     assert len(client.get("/free_time/at_risk", headers=auth(org["token"])).json["data"]) == 1
     assert len(client.get(f"/shipments/shp_{first}/free_time", headers=auth(org["token"])).json["demurrage"]) == 1
     for number in range(1, 21):
@@ -231,7 +232,7 @@ def test_statement_counts_do_not_grow(app, conn, client, org):
         event(conn, first, "discharged", 3, container=container)
     assert len(client.get("/free_time/at_risk", headers=auth(org["token"])).json["data"]) == 21
     assert len(client.get(f"/shipments/shp_{first}/free_time", headers=auth(org["token"])).json["demurrage"]) == 11
-    few_list, few_one, many_list, many_one = app.config["STATEMENT_RECORDER"]
+    few_list, few_one, many_list, many_one = statement_counts(app)
     assert (many_list, many_one) == (few_list, few_one)
 
 

@@ -17,6 +17,7 @@ import requests
 
 from models import db, organizations, tokens
 from tests.conftest import NO_RATE_LIMITS
+from tests.support.counting import statement_counts
 from tests.support.factories import auth, make_org, make_shipment, make_token
 from tests.support.processes import ROOT, gunicorn
 from tests.support.windows import within_one_window
@@ -358,7 +359,7 @@ def test_the_handshake_era_and_the_per_request_era_both_work(mode, served, demo_
 def test_a_tool_call_costs_one_token_check_and_one_count_as_its_get_does(app, client, conn):
     token = make_token(conn, make_org(conn, "acme"))
     shipment = f"shp_{make_shipment(conn, 1)}"
-    recorder = app.config["STATEMENT_RECORDER"]
+    recorder = statement_counts(app)
     api = client.get(f"/shipments/{shipment}", headers=auth(token))     # pins the version, stores the rendering
     recorder.clear()
     api = client.get(f"/shipments/{shipment}", headers=auth(token))

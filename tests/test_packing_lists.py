@@ -1,6 +1,7 @@
 """GET /shipments/{shipment_id}/packing_lists: current packing lists, pallets and lines, totals."""
 import pytest
 
+from tests.support.counting import statement_counts
 from tests.support.factories import auth, insert, make_container, make_org, make_shipment, make_token
 
 
@@ -136,7 +137,7 @@ def test_common_rules(app, client, org):
 def test_statement_count_does_not_grow(app, conn, client, org):
     client.get("/organization", headers=auth(org["token"]))  # pins the version: one statement, once
     make_line(conn, org, make_pallet(conn, org, make_list(conn, org)))
-    app.config["STATEMENT_RECORDER"].clear()
+    statement_counts(app).clear()
     path = f"/shipments/shp_{org['shipment']}/packing_lists"
     assert len(client.get(path, headers=auth(org["token"])).json["data"]) == 1
     for _ in range(10):
@@ -146,5 +147,5 @@ def test_statement_count_does_not_grow(app, conn, client, org):
             for index in range(1, 4):
                 make_line(conn, org, pallet, line_index=index)
     assert len(client.get(path, headers=auth(org["token"])).json["data"]) == 11
-    one, many = app.config["STATEMENT_RECORDER"]
+    one, many = statement_counts(app)
     assert one == many

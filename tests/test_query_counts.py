@@ -3,6 +3,7 @@ import random
 
 import pytest
 
+from tests.support.counting import statement_counts
 from tests.support.factories import auth, insert, make_container, make_label, make_org, make_shipment, make_token
 
 
@@ -21,7 +22,7 @@ def full_shipment(conn, labels):
 
 
 def statements(app, client, token, path):
-    recorder = app.config["STATEMENT_RECORDER"]
+    recorder = statement_counts(app)
     recorder.clear()
     response = client.get(path, headers=auth(token))
     assert response.status_code == 200

@@ -9,6 +9,7 @@ from api.schemas.shipments import ShipmentSchema
 from api.versions import LATEST
 from models import packing_lists, shipments
 from tests.conftest import NO_RATE_LIMITS, make_app
+from tests.support.counting import statement_counts
 from tests.support.factories import auth, insert, make_container, make_label, make_org, make_shipment, make_token
 
 ALL = "/shipments?archived=any&limit=100"
@@ -169,7 +170,7 @@ def test_an_older_revision_never_replaces_a_newer_rendering(conn, org):
 def test_packing_lists_are_served_as_stored_only_while_current(conn, app, client, org):
     shipment = build(conn, org["id"], [])
     path = f"/shipments/shp_{shipment}/packing_lists"
-    recorder = app.config["STATEMENT_RECORDER"]
+    recorder = statement_counts(app)
     client.get("/organization", headers=auth(org["token"]))                # pins the version
     recorder.clear()
     first = client.get(path, headers=auth(org["token"]))

@@ -2,6 +2,7 @@
 import pytest
 
 from models.timeline import journey_order
+from tests.support.counting import statement_counts
 from tests.support.factories import auth, insert, make_org, make_shipment, make_token
 
 NULL_EVENT_PARTS = {"container_number": None, "leg_index": None,
@@ -177,7 +178,7 @@ def test_statement_count_does_not_grow(app, conn, client, org):
     shipment = org["shipment"]
     insert(conn, "shipment_legs", shipment_id=shipment, position=0)
     make_event(conn, shipment, "loaded", "2026-01-01")
-    app.config["STATEMENT_RECORDER"].clear()
+    statement_counts(app).clear()
     get(client, org)
     for n in range(1, 20):
         insert(conn, "shipment_legs", shipment_id=shipment, position=n)
@@ -186,5 +187,5 @@ def test_statement_count_does_not_grow(app, conn, client, org):
         insert(conn, "eta_revisions", shipment_id=shipment, new_eta=f"2026-02-{n:02d}T00:00:00Z")
     body = get(client, org).json
     assert (len(body["legs"]), len(body["events"]), len(body["eta_revisions"])) == (20, 39, 19)
-    one, many = app.config["STATEMENT_RECORDER"]
+    one, many = statement_counts(app)
     assert one == many
