@@ -31,6 +31,7 @@ from pathlib import Path
 import psycopg2
 import requests
 import trustme
+from cryptography.fernet import Fernet
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -38,6 +39,7 @@ from benchkit import RAISED_LIMITS, ROOT, acme_id, acme_token, percentile, run  
 from load import Poller, Receiver, Writer, drain  # noqa: E402
 
 from delivery import signing  # noqa: E402
+from delivery.secret_key import SecretKeys  # noqa: E402
 from models import db, webhooks  # noqa: E402
 from tests.support.pgbouncer import PgBouncer  # noqa: E402
 from tests.support.processes import free_port, stop, wait_for  # noqa: E402
@@ -149,7 +151,7 @@ def set_up(server, folder, args):
     threading.Thread(target=receiver.serve_forever, daemon=True).start()
     env = {**os.environ, "DATABASE_URL": url, "SHIPTRACK_WEBHOOK_ALLOWED_NETWORKS": '["127.0.0.1/32"]',
            "SHIPTRACK_WEBHOOK_CA_BUNDLE": str(bundle), "SHIPTRACK_RATE_LIMITS": RAISED_LIMITS,
-           "SHIPTRACK_TRUSTED_PROXIES": "1"}
+           "SHIPTRACK_TRUSTED_PROXIES": "1", "SHIPTRACK_SECRET_KEY": Fernet.generate_key().decode()}
     run("db", "init", env=env)
     run("demo", "seed", "--shipments", str(args.shipments), env=env)
     token = acme_token(env, "topology")
@@ -159,7 +161,7 @@ def set_up(server, folder, args):
         cur.execute("UPDATE events SET state = 'skipped' WHERE state = 'pending'")
     endpoint = webhooks.create_endpoint(conn, organization_id, f"https://127.0.0.1:{receiver.server_address[1]}/hook",
                                         ["shipment.status_changed", "shipment.eta_changed"], "topology",
-                                        signing.new_secret())["id"]
+                                        SecretKeys([env["SHIPTRACK_SECRET_KEY"]]).seal(signing.new_secret()))["id"]
     conn.commit()
     conn.close()
     time.sleep(0.01)                          # the endpoint strictly older than the events
