@@ -79,6 +79,7 @@ def child_exit(server, worker):
 
     multiprocess.mark_process_dead(worker.pid)
 
+
 def when_ready(server):
     """Once per start, in the master: one line if the webhook secrets' key is missing or wrong (docs/secret-key.md)."""
     from delivery import secret_key
