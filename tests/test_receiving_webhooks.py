@@ -7,14 +7,13 @@ changed by one byte.
 """
 import re
 import shutil
-import socket
 import subprocess
 
 import pytest
 import requests
 
 from tests.support.factories import make_org, make_shipment
-from tests.support.processes import ROOT, free_port, stop, wait_for
+from tests.support.processes import ROOT, free_port, stop, wait_listening
 from tests.support.webhooks import add_endpoint, run_pass
 
 PAGE = ROOT / "docs" / "receiving-webhooks.md"
@@ -73,17 +72,8 @@ def node_receiver(tmp_path, delivered):
     process = subprocess.Popen([node, "receiver.mjs"], cwd=tmp_path, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True,
                                env={"PATH": "/usr/bin:/bin", "WEBHOOK_SECRET": delivered[0], "PORT": str(port)})
-
-    def listening():
-        assert process.poll() is None, process.stdout.read()
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return True
-        except OSError:
-            return False
-
     try:
-        assert wait_for(listening, 30), "the Node receiver did not listen within 30 seconds"
+        wait_listening(process, port, "the Node receiver", process.stdout.read)
         yield f"http://127.0.0.1:{port}/webhooks/shiptrack", process
     finally:
         stop(process)

@@ -28,6 +28,19 @@ def wait_for(predicate, seconds=20.0):
     return False
 
 
+def wait_listening(process, port, name, output, seconds=30):
+    """Wait until `process` listens on 127.0.0.1:`port`; fails with `output()` if it exits first."""
+    def listening():
+        assert process.poll() is None, output()
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+
+    assert wait_for(listening, seconds), f"{name} did not listen within {seconds} seconds"
+
+
 @contextmanager
 def gunicorn(database_url, tmp_path, workers=1, **settings):
     """The service under gunicorn with the project's gunicorn.conf.py on 127.0.0.1; yields its base URL.
@@ -40,17 +53,8 @@ def gunicorn(database_url, tmp_path, workers=1, **settings):
     command = [str(Path(sys.executable).parent / "gunicorn"), "-c", "gunicorn.conf.py", "-w", str(workers),
                "-b", f"127.0.0.1:{port}", "--error-logfile", str(tmp_path / "gunicorn.log"), "app:create_app()"]
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-    def listening():
-        assert process.poll() is None, (tmp_path / "gunicorn.log").read_text()
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return True
-        except OSError:
-            return False
-
     try:
-        assert wait_for(listening, 30), "gunicorn did not listen within 30 seconds"
+        wait_listening(process, port, "gunicorn", lambda: (tmp_path / "gunicorn.log").read_text())
         yield f"http://127.0.0.1:{port}"
     finally:
         stop(process)
