@@ -189,8 +189,12 @@ def demo_data(launch, url, receiver_url):
 def test(args):
     """Run the whole test suite on every core (extra arguments go to pytest; `-n 0` runs in one process)."""
     # A module's tests stay on one worker (--dist loadfile), so a module-scoped database is filled once.
+    # Two workers per core: much of the suite waits (deadlines, child processes, a database that hangs),
+    # and another worker's tests use the core meanwhile (docs/testing.md). At most 8, so that the workers'
+    # connections stay well inside PostgreSQL's default max_connections of 100.
+    workers = min(2 * (os.cpu_count() or 1), 8)
     parallel = [] if any(arg == "-n" or arg.startswith(("-n", "--numprocesses")) for arg in args) \
-        else ["-n", "auto", "--dist", "loadfile"]
+        else ["-n", str(workers), "--dist", "loadfile"]
     stop_on_signals()
     process, code = None, 130
     try:
