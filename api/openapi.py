@@ -118,9 +118,10 @@ def _new_spec():
         "name": observe.HEADER, "required": False,
         # Every value is accepted (never a 400), so the schema admits any string; its first branch is
         # the one that is kept.
-        "schema": {"anyOf": [{"title": "kept", **REQUEST_ID_SCHEMA},
-                             {"title": "replaced", "type": "string",
-                              "description": "Any other value: replaced by an id the service makes."}]},
+        "schema": {"type": "string", "anyOf": [{"title": "kept", **REQUEST_ID_SCHEMA},
+                                               {"title": "replaced", "type": "string",
+                                                "description": "Any other value: replaced by an id the service "
+                                                               "makes."}]},
         "description": f"An id of your own for this request (a UUID, a trace id, a proxy's id), to find it in "
                        f"the service's logs: kept when it is {_KEPT_REQUEST_ID}. Any other value is not refused "
                        f"but replaced by an id the service makes ({_MADE_REQUEST_ID}); the response's "

@@ -47,6 +47,7 @@ def test_the_components(description):
     assert "support request" in header["description"]
     parameter = description["components"]["parameters"]["RequestId"]
     assert (parameter["name"], parameter["in"], parameter["required"]) == ("X-Request-Id", "header", False)
+    assert parameter["schema"]["type"] == "string"
     kept, replaced = parameter["schema"]["anyOf"]
     assert {key: value for key, value in kept.items() if key != "title"} == header["schema"]
     assert replaced == {"title": "replaced", "type": "string",
