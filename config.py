@@ -25,7 +25,7 @@ DEFAULTS = {
                     "not_modified_per_token": 6000, "not_modified_anonymous_per_ip": 300},
     # The largest request body read, in bytes (Flask's own key: request.data and forms are held to it too).
     # The API's GETs take none; the largest JSON-RPC message /mcp is sent, a tools/call with every argument
-    # at its longest, is about 8 KB (tests/test_request_bodies.py), so 64 KiB leaves room for any client.
+    # at its longest, is about 8 KB (tests/contract/test_request_bodies.py), so 64 KiB leaves room for any client.
     "MAX_CONTENT_LENGTH": 65536,
     # Proxies in front of the service whose X-Forwarded-For hop is trusted; 0 trusts none (direct exposure).
     "TRUSTED_PROXIES": 0,

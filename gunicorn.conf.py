@@ -12,7 +12,7 @@ from pathlib import Path
 worker_class = "serving.JsonErrorWorker"
 
 # The longest request line the description allows is about 7,700 bytes (all of GET /shipments'
-# parameters at their longest, percent-encoded; tests/test_http_limits.py computes it), above
+# parameters at their longest, percent-encoded; tests/contract/test_http_limits.py computes it), above
 # gunicorn's default of 4094. 8190 is the most gunicorn accepts short of "unlimited".
 limit_request_line = 8190
 # The longest header the API reads is `Authorization: Bearer sv_<40 characters>` (65 bytes); gunicorn's

@@ -20,7 +20,7 @@ EVENT_MILESTONES = sorted(free_time.CLOCK_MILESTONES | free_time.LEFT_TERMINAL |
 # the at-risk list recognise facts it has already summarised without parsing them: api/free_time.py).
 # An array, not an object: at a million shipments the keys were a tenth of the at-risk statement's time
 # and half the bytes it returns.
-# The milestone list is EVENT_MILESTONES written out (tests/test_statements.py holds them equal).
+# The milestone list is EVENT_MILESTONES written out (tests/database/test_statements.py holds them equal).
 FACTS_SQL = """
 SELECT s.id, json_build_array(
          s.id, s.reference, s.transport_reference, s.transport_type, s.status, s.carrier_name,

@@ -4,7 +4,7 @@
 `migrations/NNNN_name.sql` are the steps from the first numbered schema (0001, the schema.sql of
 before migrations) to it, applied in order, each once, and recorded in `schema_migrations`.
 A change to the schema is written twice: in schema.sql and as the next migration;
-tests/test_migrations.py proves that both roads give the same schema (pg_dump --schema-only) and
+tests/database/test_migrations.py proves that both roads give the same schema (pg_dump --schema-only) and
 that upgrading a database holding data loses none of it.
 """
 import re

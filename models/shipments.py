@@ -11,7 +11,7 @@ from models.db import group_rows
 # response matches its item: `shown >= after` is `col >= ceil(after)` and `shown <= before` is
 # `col < floor(before) + 1 s`. The bound is widened rather than the column truncated, so
 # shipments_created_at_idx and shipments_effective_eta_idx still serve the filters.
-# The `page` CTE is written out the same in RENDERED_PAGE_SQL (tests/test_statements.py holds them equal).
+# The `page` CTE is written out the same in RENDERED_PAGE_SQL (tests/database/test_statements.py holds them equal).
 LIST_SQL = """
 WITH page AS (
   SELECT s.*

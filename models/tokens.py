@@ -26,7 +26,7 @@ def fingerprint(token):
 
 # authenticate: the active token with this fingerprint, its user (still a member) and organization.  Written
 # out again as the `principal` CTE of models.rate_limits' authenticate_and_count, the request's first
-# statement (tests/test_statements.py holds the two equal); the demo launcher runs it on its own.
+# statement (tests/database/test_statements.py holds the two equal); the demo launcher runs it on its own.
 AUTHENTICATE_SQL = """
 SELECT t.id AS token_id, t.name AS token_name, t.scopes, t.expires_at, u.email AS user_email,
        o.id AS organization_id, o.name AS organization_name, o.slug, o.api_version

@@ -231,7 +231,7 @@ def finish(conn, rows, end_runs=()):
 
 
 # The one rule of "did not receive", written out in _QUEUE_MISSED_SQL (`webhooks recover`) and in
-# models.events' _HISTORY_SQL (GET /events, delivery_success); tests/test_statements.py holds both to
+# models.events' _HISTORY_SQL (GET /events, delivery_success); tests/database/test_statements.py holds both to
 # this text.  Endpoint `e` is owed rendered event `ev` (same organization, subscribed to its type now,
 # created no later than the event) and has no succeeded delivery of it.  Whether `e` must be enabled,
 # and what a pending delivery means, is the caller's.

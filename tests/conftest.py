@@ -1,12 +1,12 @@
-"""Fixtures: databases on a real PostgreSQL, the application, the webhook receiver and settings.
+"""Fixtures every folder uses: databases on a real PostgreSQL, the application, the demo data, the HTTPS receiver.
 
 Tests run against $DATABASE_URL's server when set, else the embedded one. Each session makes one
 database from schema.sql; every test that asks for a database gets it emptied (tests/support/
 databases.py). Modules whose many read-only tests share one filling use `module_database`; the demo
-data is seeded once per session (`demo_database`).
+data is seeded once per session (`demo_database`). A fixture only one folder uses is in that folder's
+conftest.py.
 """
 import os
-import socket
 import ssl
 import threading
 from contextlib import contextmanager
@@ -17,23 +17,9 @@ import trustme
 
 from delivery.outbox import render_pending
 from models import db, organizations, tokens
-from tests.support.counting import count_statements
+from tests.support.apps import NO_RATE_LIMITS, make_app
 from tests.support.databases import DEMO_TOKEN_NAME, Demo, Emptier, Server
-from tests.support.webhooks import RECEIVER_HOST, TEST_SECRET_KEY, Receiver, delivery_settings
-
-# Rate limits high enough never to matter to tests that are not about them.
-NO_RATE_LIMITS = {"window_seconds": 300, "per_token": 100000, "per_ip": 100000, "anonymous_per_ip": 100000}
-
-
-def make_app(url, **config):
-    """The application on database `url` for tests, counting each request's statements (tests/support/counting.py).
-
-    Webhook secrets are encrypted with the tests' key, as in a deployment that has one.
-    """
-    from app import create_app
-
-    return count_statements(create_app({"TESTING": True, "DATABASE_URL": url, "SECRET_KEY": TEST_SECRET_KEY,
-                                        **config}))
+from tests.support.webhooks import RECEIVER_HOST, Receiver
 
 
 @pytest.fixture(scope="session")
@@ -43,12 +29,6 @@ def server():
     yield made
     db.close_pool()
     made.close()
-
-
-@pytest.fixture(scope="session")
-def server_url(server):
-    """URL of the PostgreSQL server the tests use."""
-    return server.url
 
 
 @pytest.fixture(scope="session")
@@ -160,36 +140,3 @@ def receiver(ca):
     yield server
     server.shutdown()
     server.server_close()
-
-
-@pytest.fixture
-def settings(database_url, ca_bundle):
-    """Delivery settings for the test database and the local receiver."""
-    return delivery_settings(DATABASE_URL=database_url, WEBHOOK_ALLOWED_NETWORKS=["127.0.0.1/32"],
-                             WEBHOOK_CA_BUNDLE=ca_bundle, SERVICE_DOMAIN="shiptrack.example", WEBHOOK_WORKERS=16,
-                             WEBHOOK_PER_ENDPOINT=4)
-
-
-@pytest.fixture
-def smtp_server():
-    """A real SMTP server on 127.0.0.1 keeping every message it receives."""
-    from aiosmtpd.controller import Controller
-
-    class Inbox:
-        def __init__(self):
-            self.messages = []
-
-        async def handle_DATA(self, server, session, envelope):
-            self.messages.append({"from": envelope.mail_from, "to": list(envelope.rcpt_tos),
-                                  "content": envelope.content.decode()})
-            return "250 OK"
-
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
-    probe.close()
-    inbox = Inbox()
-    controller = Controller(inbox, hostname="127.0.0.1", port=port)
-    controller.start()
-    yield {"port": port, "messages": inbox.messages}
-    controller.stop()

@@ -1,4 +1,4 @@
-// The official TypeScript MCP SDK's client against this service, for tests/test_mcp_interop.py.
+// The official TypeScript MCP SDK's client against this service, for tests/mcp/test_mcp_interop.py.
 //   node mcp-interop.mjs http URL TOKEN SHIPMENT_ID      streamable HTTP at URL (.../mcp) with the token
 //   node mcp-interop.mjs stdio FLASK SHIPMENT_ID          `FLASK --app app mcp` (SHIPTRACK_TOKEN from the environment)
 // Prints one JSON object: the negotiated version, the tool names, a tool call, a resource read, a refusal.

@@ -5,7 +5,7 @@ marshmallow pays its bookkeeping on every field it dumps, and a page of 100 ship
 walks the schema's declared fields once and returns a plain function doing the same work:
 built-in scalar fields convert as marshmallow does, every other field calls its own
 `_serialize`, nested schemas recurse. The schema stays the single definition (and the source of
-/openapi.json); tests/test_compiled_dump.py checks the result equals `schema.dump()` for every
+/openapi.json); tests/api/test_compiled_dump.py checks the result equals `schema.dump()` for every
 response schema on the demo data.
 
 Only that much of marshmallow is implemented, so `dumper()` refuses, when it builds, a schema

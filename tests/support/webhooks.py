@@ -21,8 +21,7 @@ from delivery.settings import Settings
 from delivery.worker import Dispatcher
 from models import webhooks
 from models.webhook_deliveries import ClaimedDelivery
-
-PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.support import ROOT
 
 RECEIVER_HOST = "receiver.test"
 # The tests' secret key (SECRET_KEY): the app of make_app, delivery_settings and pass_process share it.
@@ -197,5 +196,5 @@ def pass_process(database_url, ca_bundle, *args, **settings):
     env = {**os.environ, "DATABASE_URL": database_url, "SHIPTRACK_WEBHOOK_ALLOWED_NETWORKS": '["127.0.0.1/32"]',
            "SHIPTRACK_WEBHOOK_CA_BUNDLE": ca_bundle, "SHIPTRACK_SECRET_KEY": TEST_SECRET_KEY,
            **{f"SHIPTRACK_{key}": json.dumps(value) for key, value in settings.items()}}
-    return subprocess.Popen([sys.executable, "-m", "delivery", *args], cwd=PROJECT, env=env,
+    return subprocess.Popen([sys.executable, "-m", "delivery", *args], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

@@ -1,0 +1,70 @@
+"""The worker's own deadline (models/deadline.py): a statement that never reaches the database, queued in
+a transaction pooler whose every server connection is taken, is a JSON 503 after DATABASE_CLIENT_TIMEOUT
+instead of a request that hangs until gunicorn kills the worker; the same worker answers once the pooler
+has a connection again."""
+import time
+
+import psycopg2
+import pytest
+import requests
+
+from models import deadline
+from tests.support.apps import NO_RATE_LIMITS
+from tests.support.factories import auth, make_org, make_token
+from tests.support.outages import assert_unavailable
+from tests.support.pgbouncer import PgBouncer
+from tests.support.processes import gunicorn
+
+
+@pytest.fixture
+def bouncer(database_url):
+    """PgBouncer in transaction mode with one server connection for the test database."""
+    made = PgBouncer(database_url, "transaction", pool_size=1).start()
+    yield made
+    made.close()
+
+
+@pytest.mark.slow
+def test_a_statement_queued_in_the_pooler_is_a_503_after_the_client_timeout(database_url, conn, bouncer, tmp_path):
+    token = make_token(conn, make_org(conn))
+    url = bouncer.url(database_url)
+    with gunicorn(url, tmp_path, DATABASE_POOLER="transaction", DATABASE_CLIENT_TIMEOUT=2,
+                  RATE_LIMITS=NO_RATE_LIMITS) as base:
+        first = requests.get(base + "/organization", headers=auth(token), timeout=30)
+        assert first.status_code == 200
+        holder = psycopg2.connect(url)          # an open transaction holds the pooler's one server connection
+        with holder.cursor() as cur:
+            cur.execute("SELECT 1")
+        try:
+            started = time.monotonic()
+            queued = requests.get(base + "/organization", headers=auth(token), timeout=30)
+            waited = time.monotonic() - started
+            assert_unavailable(queued)
+            assert 2 <= waited < 10, waited
+        finally:
+            holder.rollback()
+            holder.close()
+        again = requests.get(base + "/organization", headers=auth(token), timeout=30)
+        assert (again.status_code, again.json()["id"]) == (200, first.json()["id"])
+    assert "WORKER TIMEOUT" not in (tmp_path / "gunicorn.log").read_text()
+
+
+def test_the_deadline_is_a_timeout_and_closes_the_connection(database_url):
+    from models import db
+
+    conn = db.connect(database_url)
+    conn.autocommit = True
+    deadline.install(0.5)
+    try:
+        with pytest.raises(psycopg2.extensions.QueryCanceledError) as caught, conn.cursor() as cur:
+            cur.execute("SELECT pg_sleep(5)")
+        assert (db.classify(caught.value, conn), bool(conn.closed)) == (db.TIMEOUT, True)
+        assert str(caught.value) == "the database did not answer within 0.5 s (DATABASE_CLIENT_TIMEOUT)"
+    finally:
+        deadline.install(None)
+        conn.close()
+    fresh = db.connect(database_url)
+    with fresh.cursor() as cur:
+        cur.execute("SELECT 1 AS one")
+        assert cur.fetchone() == {"one": 1}
+    fresh.close()

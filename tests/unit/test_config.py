@@ -1,0 +1,112 @@
+"""Settings: one commented table, read in one order (defaults, DATABASE_URL, SHIPTRACK_*, overrides)."""
+import ast
+import copy
+import dataclasses
+import os
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from flask import Config
+
+import config
+from config import DEFAULTS, load_config
+from delivery.__main__ import read_settings
+from delivery.settings import Settings
+from tests.support import ROOT
+
+
+def test_defaults_alone():
+    values = load_config(environ={})
+    assert values == DEFAULTS
+    values["RATE_LIMITS"]["per_token"] = 1
+    assert DEFAULTS["RATE_LIMITS"]["per_token"] == 600, "a caller's change must not reach the table"
+
+
+@pytest.mark.parametrize("text, value", [
+    ("32", 32), ("2.5", 2.5), ("true", True), ("null", None), ('["10.0.0.0/8"]', ["10.0.0.0/8"]),
+    ("mail.example", "mail.example"), ("", ""), ("[not json", "[not json"),
+])
+def test_variables_are_json_when_they_parse(text, value):
+    assert load_config(environ={"SHIPTRACK_SMTP_HOST": text})["SMTP_HOST"] == value
+
+
+def test_nested_variable_sets_one_key_of_a_dict():
+    values = load_config(environ={"SHIPTRACK_RATE_LIMITS__per_token": "5"})
+    assert values["RATE_LIMITS"] == {**DEFAULTS["RATE_LIMITS"], "per_token": 5}
+    assert DEFAULTS["RATE_LIMITS"]["per_token"] == 600
+
+
+def test_order_defaults_database_url_variables_overrides():
+    environ = {"DATABASE_URL": "postgresql:///a", "SHIPTRACK_SMTP_PORT": "2525"}
+    assert load_config(environ=environ)["DATABASE_URL"] == "postgresql:///a"
+    assert load_config(environ={"DATABASE_URL": ""})["DATABASE_URL"] is None
+    environ["SHIPTRACK_DATABASE_URL"] = "postgresql:///b"
+    assert load_config(environ=environ)["DATABASE_URL"] == "postgresql:///b"
+    values = load_config({"DATABASE_URL": "postgresql:///c", "SMTP_PORT": 26, "lower": 1}, environ=environ)
+    assert (values["DATABASE_URL"], values["SMTP_PORT"]) == ("postgresql:///c", 26)
+    assert "lower" not in values, "as Flask's from_mapping, only upper-case keys"
+
+
+def test_same_result_as_flask_config(monkeypatch):
+    environ = {"DATABASE_URL": "postgresql:///x", "SHIPTRACK_WEBHOOK_WORKERS": "8", "SHIPTRACK_SMTP_FROM": "a@b.example",
+               "SHIPTRACK_RATE_LIMITS__per_ip": "7", "SHIPTRACK_WEBHOOK_ALLOWED_NETWORKS": "127.0.0.1/32"}
+    for name in [n for n in os.environ if n.startswith("SHIPTRACK_")]:
+        monkeypatch.delenv(name)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    flask_config = Config(".")
+    flask_config.from_mapping(copy.deepcopy(DEFAULTS))
+    flask_config["DATABASE_URL"] = os.environ.get("DATABASE_URL") or None
+    flask_config.from_prefixed_env("SHIPTRACK")
+    assert dict(flask_config) == load_config()
+
+
+def test_every_setting_has_a_comment():
+    tree = ast.parse(Path(config.__file__).read_text())
+    lines = Path(config.__file__).read_text().splitlines()
+    (table,) = [node.value for node in tree.body if isinstance(node, ast.Assign) and node.targets[0].id == "DEFAULTS"]
+    for key in table.keys:
+        assert lines[key.lineno - 2].strip().startswith("#"), f"{key.value} has no comment line above it"
+
+
+def test_settings_carry_no_default():
+    for field in dataclasses.fields(Settings):
+        assert field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING, field.name
+
+
+def test_delivery_settings_from_the_table():
+    settings = Settings.from_config(load_config({"DATABASE_URL": "postgresql:///x"}, environ={}))
+    assert (settings.workers, settings.per_endpoint, settings.lease, settings.pass_seconds) == (
+        128, 16, timedelta(minutes=5), 45.0)
+    assert (settings.smtp_host, settings.smtp_port, settings.smtp_from) == (None, 25, "webhooks@shiptrack.example")
+    assert (settings.allowed_networks, settings.ca_bundle, settings.service_domain) == ((), None, "shiptrack.example")
+
+
+def test_delivery_script_reads_variables(monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", "postgresql:///from-env")
+    monkeypatch.setenv("SHIPTRACK_WEBHOOK_PER_ENDPOINT", "3")
+    monkeypatch.setenv("SHIPTRACK_WEBHOOK_LEASE_SECONDS", "90")
+    settings = read_settings()
+    assert (settings.database_url, settings.per_endpoint, settings.lease) == (
+        "postgresql:///from-env", 3, timedelta(seconds=90))
+
+
+def test_delivery_script_builds_no_app():
+    """`python -m delivery` imports neither app.py, the CLI, any API view (blueprint) module, nor request parsing."""
+    code = "import sys, delivery.__main__; print('\\n'.join(sorted(sys.modules)))"
+    loaded = set(subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                                check=True).stdout.split())
+    views = {f"api.{path.stem}" for path in (ROOT / "api").glob("*.py") if "Blueprint(" in path.read_text()}
+    assert views and "api.shipments" in views
+    assert not loaded & (views | {"app", "cli", "api.params", "api.errors", "api.context", "api.guard"})
+
+
+def test_api_does_not_import_delivery():
+    for path in (ROOT / "api").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            assert not [n for n in names if n.split(".")[0] == "delivery"], path
