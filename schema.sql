@@ -1022,6 +1022,60 @@ CREATE UNLOGGED TABLE IF NOT EXISTS rate_limit_counters (
   PRIMARY KEY (bucket, window_start)
 );
 
+-- The request's first statement (models/rate_limits.py): the principal of a token fingerprint (none for
+-- NULL; the `principal` CTE is models/tokens.py AUTHENTICATE_SQL) and one hit counted in the current window
+-- of `window_seconds` of each bucket of the request: its token and its address or, without a valid token,
+-- the budget of requests without one per address (failed authentications count there, so a valid token
+-- from the same address is never held up by someone else's bad ones). A row per bucket: its policy (a key
+-- of the RATE_LIMITS setting), the new count, the seconds until its window ends, and the principal's
+-- columns (NULL without one).
+-- A PL/pgSQL function because PostgreSQL keeps the plans of its statements for the life of the server
+-- session: planning the four-table join costs more than running it, and a function's plan is kept on a
+-- direct connection and through a transaction pooler alike (a PREPARE lives in one client's session, which
+-- such a pooler does not give back to the same client).
+CREATE OR REPLACE FUNCTION authenticate_and_count(token_fingerprint bytea, client_address text, window_seconds integer)
+RETURNS TABLE (bucket text, policy text, hits integer, window_start timestamptz, resets_in integer,
+               token_id bigint, token_name text, scopes text[], expires_at timestamptz, user_email text,
+               organization_id bigint, organization_name text, slug text, api_version text)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+  RETURN QUERY
+  WITH principal AS (
+    SELECT t.id AS token_id, t.name AS token_name, t.scopes, t.expires_at, u.email AS user_email,
+           o.id AS organization_id, o.name AS organization_name, o.slug, o.api_version
+      FROM tokens t
+      JOIN organizations o ON o.id = t.organization_id
+      JOIN users u ON u.id = t.user_id
+      JOIN memberships m ON m.organization_id = t.organization_id AND m.user_id = t.user_id
+     WHERE t.fingerprint = token_fingerprint
+       AND t.revoked_at IS NULL
+       AND (t.expires_at IS NULL OR t.expires_at > now())
+       AND m.removed_at IS NULL
+  ),
+  buckets AS (
+    SELECT b.bucket, b.policy
+      FROM principal p
+     CROSS JOIN LATERAL (VALUES ('token:' || p.token_id, 'per_token'), ('ip:' || client_address, 'per_ip'))
+           AS b (bucket, policy)
+    UNION ALL
+    SELECT 'anonymous:' || client_address, 'anonymous_per_ip' WHERE NOT EXISTS (SELECT 1 FROM principal)
+  ),
+  counted AS (
+    INSERT INTO rate_limit_counters AS r (bucket, window_start, hits)
+    SELECT b.bucket, to_timestamp(floor(extract(epoch FROM now()) / window_seconds) * window_seconds), 1
+      FROM buckets b
+    ON CONFLICT (bucket, window_start) DO UPDATE SET hits = r.hits + 1
+    RETURNING r.bucket, r.hits, r.window_start,
+              ceil(extract(epoch FROM r.window_start + make_interval(secs => window_seconds) - now()))::int
+                AS resets_in
+  )
+  SELECT c.bucket, b.policy, c.hits, c.window_start, c.resets_in, p.token_id, p.token_name, p.scopes,
+         p.expires_at, p.user_email, p.organization_id, p.organization_name, p.slug, p.api_version
+    FROM counted c JOIN buckets b ON b.bucket = c.bucket LEFT JOIN principal p ON true;
+END
+$$;
+
 -- == webhooks (owned by delivery/) ==========================================
 --
 -- Outbound webhooks: endpoints (settings), the transactional outbox `events`

@@ -5,6 +5,7 @@ import re
 from dataclasses import dataclass, field
 
 from api.ids import PREFIXES, id_pattern
+from api.observe import HEADER as REQUEST_ID_HEADER
 
 # A werkzeug rule variable: `<name>` or `<converter:name>` (converter arguments allowed).
 _VARIABLE = re.compile(r"<(?:([A-Za-z_][A-Za-z0-9_]*)(?:\([^)]*\))?:)?([A-Za-z_][A-Za-z0-9_]*)>")
@@ -132,10 +133,13 @@ def operation(doc, rule):
         parameters.insert(0, "ServiceVersion")
         success["headers"] = {"Service-Version": "ServiceVersion", **success["headers"]}
         not_modified["headers"] = {"Service-Version": "ServiceVersion", **not_modified["headers"]}
-    parameters.append("IfNoneMatch")
+    parameters.extend(["IfNoneMatch", "RequestId"])
     result = {"operationId": doc.operation_id, "summary": doc.summary, "description": doc.description,
               "security": security}
     result["parameters"] = parameters
     result["responses"] = {"200": success, "304": not_modified,
                            **{code: _error(code, text) for code, text in sorted(errors.items())}}
+    # api/observe.py sends it on every response, whatever the status and whoever answered.
+    for response in result["responses"].values():
+        response["headers"][REQUEST_ID_HEADER] = "RequestId"
     return result

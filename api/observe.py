@@ -18,15 +18,19 @@ from logs import ENVIRON_REQUEST_ID, ENVIRON_ROUTE, ENVIRON_TOKEN_ID, REQUEST_ID
 
 HEADER = "X-Request-Id"
 # What a client's id may be: enough for a UUID, a trace id or a proxy's id, nothing that could split
-# a header or a log line.
-SAFE_REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,200}")
+# a header or a log line. /openapi.json states the same bounds (api/openapi.py).
+REQUEST_ID_CHARACTERS = "A-Za-z0-9._-"
+REQUEST_ID_MAX_LENGTH = 200
+SAFE_REQUEST_ID = re.compile(f"[{REQUEST_ID_CHARACTERS}]{{1,{REQUEST_ID_MAX_LENGTH}}}")
+# A made id is this many random bytes in lowercase hex (32 digits): inside the same bounds.
+MADE_REQUEST_ID_BYTES = 16
 
 
 def request_id(given):
     """The client's id when it is safe, else a new one (32 hex digits)."""
     if given is not None and SAFE_REQUEST_ID.fullmatch(given):
         return given
-    return secrets.token_hex(16)
+    return secrets.token_hex(MADE_REQUEST_ID_BYTES)
 
 
 def note_request(response):

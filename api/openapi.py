@@ -6,7 +6,7 @@ from apispec import APISpec
 from apispec.ext.marshmallow import MarshmallowPlugin
 from flask import Blueprint, Response, current_app
 
-from api import versions
+from api import observe, versions
 from api.apidoc import get_route, openapi_path, operation, view_doc
 from api.errors import REALM
 from api.params import parameter_attributes
@@ -39,6 +39,11 @@ TAGS = {
 }
 # Relative: the API answers at the root of the origin that serves this description (SPEC's {base_url}).
 SERVERS = [{"url": "/", "description": "The origin serving this description."}]
+# X-Request-Id (api/observe.py): the bounds within which a client's id is kept; a made id is inside them too.
+REQUEST_ID_SCHEMA = {"type": "string", "minLength": 1, "maxLength": observe.REQUEST_ID_MAX_LENGTH,
+                     "pattern": f"^{observe.SAFE_REQUEST_ID.pattern}$"}
+_KEPT_REQUEST_ID = f"1 to {observe.REQUEST_ID_MAX_LENGTH} characters of `A-Z a-z 0-9 . _ -`"
+_MADE_REQUEST_ID = f"{2 * observe.MADE_REQUEST_ID_BYTES} random lowercase hex digits"
 # Key of app.extensions holding (document, its served bytes): built on first use, once per app.
 EXTENSION = "shiptrack_openapi"
 # Methods werkzeug adds to every GET rule; they are not operations of their own.
@@ -109,6 +114,18 @@ def _new_spec():
                        "answer is `304 Not Modified` without a body and is not counted against the rate limits but "
                        "against a budget of 304s ten times as large (`*` matches too, but is counted like any "
                        "request)."})
+    spec.components.parameter("RequestId", "header", {
+        "name": observe.HEADER, "required": False,
+        # Every value is accepted (never a 400), so the schema admits any string; its first branch is
+        # the one that is kept.
+        "schema": {"type": "string", "anyOf": [{"title": "kept", **REQUEST_ID_SCHEMA},
+                                               {"title": "replaced", "type": "string",
+                                                "description": "Any other value: replaced by an id the service "
+                                                               "makes."}]},
+        "description": f"An id of your own for this request (a UUID, a trace id, a proxy's id), to find it in "
+                       f"the service's logs: kept when it is {_KEPT_REQUEST_ID}. Any other value is not refused "
+                       f"but replaced by an id the service makes ({_MADE_REQUEST_ID}); the response's "
+                       f"`{observe.HEADER}` names the id used either way."})
     spec.components.header("ETag", {
         "schema": {"type": "string"},
         "description": "Strong validator of this response: a hash of the exact bytes sent and of the version "
@@ -116,6 +133,11 @@ def _new_spec():
                        "key, type and name). Send it back in `If-None-Match`."})
     spec.components.header("ServiceVersion", {"schema": {"type": "string"},
                                               "description": "The version the response was built for."})
+    spec.components.header("RequestId", {
+        "schema": dict(REQUEST_ID_SCHEMA),
+        "description": f"The id of this request: the request's `{observe.HEADER}` when it was {_KEPT_REQUEST_ID}, "
+                       f"else one the service made ({_MADE_REQUEST_ID}). Every log line written while the request "
+                       f"was served names it: quote it in a support request."})
     # draft-ietf-httpapi-ratelimit-headers-11; both describe the limit closest to running out (api/guard.py).
     spec.components.header("RateLimitPolicy", {
         "schema": {"type": "string"},

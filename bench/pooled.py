@@ -2,13 +2,15 @@
 
     .venv/bin/python bench/pooled.py --shipments 5000 --rounds 3 --seconds 10   # seed, then measure
     .venv/bin/python bench/pooled.py --reuse                                     # the database seeded before
+    .venv/bin/python bench/pooled.py --reuse --code /tmp/before                  # and another checkout beside it
 
 On its own bench database of $DATABASE_URL's server (else the embedded one), three services under
 gunicorn with the same settings (2 sync workers), measured alternately, `--clients` connections each
 requesting as fast as answers come: `direct`; `form` (direct, but with DATABASE_POOLER=transaction:
 statements as a transaction pooler needs them, no PREPARE and SET LOCALs, without the pooler: what the
-form costs); `pooled` (through Debian's PgBouncer, transaction mode). Prints requests/s per round, the
-medians and the ratios to direct (the target for pooled: at least 0.8). Not a test.
+form costs); `pooled` (through Debian's PgBouncer, transaction mode). With `--code DIR`, another
+checkout's `direct` and `pooled` too, in the same rounds (the code before a change). Prints requests/s
+per round, the medians and the ratios to direct (the target for pooled: at least 0.8). Not a test.
 """
 import argparse
 import os
@@ -34,6 +36,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--code", help="another checkout whose direct and pooled run beside these")
     args = parser.parse_args()
 
     url, server = bench_url(DATABASE)
@@ -47,7 +50,12 @@ def main():
                 "form": (18792, {**env, "SHIPTRACK_DATABASE_POOLER": "transaction"}),
                 "pooled": (18793, {**env, "DATABASE_URL": bouncer.url(url),
                                    "SHIPTRACK_DATABASE_POOLER": "transaction"})}
-    processes = [start_gunicorn(service_env, port, workers=2) for port, service_env in services.values()]
+    code = {name: ROOT for name in services}
+    if args.code:
+        services.update({"direct (code)": (18797, env), "pooled (code)": (18798, services["pooled"][1])})
+        code.update({"direct (code)": Path(args.code), "pooled (code)": Path(args.code)})
+    processes = [start_gunicorn(service_env, port, workers=2, cwd=code[name])
+                 for name, (port, service_env) in services.items()]
     rates = {name: [] for name in services}
     try:
         targets = {name: f"http://127.0.0.1:{port}/shipments?limit=100" for name, (port, _env) in services.items()}
@@ -57,7 +65,7 @@ def main():
             for name, target in targets.items():
                 rate = throughput(target, headers, args.clients, args.seconds)
                 rates[name].append(rate)
-                print(f"round {round_number + 1}: {name:6} {rate:7.1f} requests/s", flush=True)
+                print(f"round {round_number + 1}: {name:13} {rate:7.1f} requests/s", flush=True)
     finally:
         for process in processes:
             process.terminate()
@@ -67,6 +75,9 @@ def main():
     print("median: " + ", ".join(f"{name} {rate:.1f}/s" for name, rate in medians.items())
           + f"; form/direct {medians['form'] / medians['direct']:.2f}, "
             f"pooled/direct {medians['pooled'] / medians['direct']:.2f} (target at least 0.80)")
+    if args.code:
+        print(f"{args.code}: pooled/direct {medians['pooled (code)'] / medians['direct (code)']:.2f}; "
+              f"its direct against this direct {medians['direct (code)'] / medians['direct']:.2f}")
 
 
 if __name__ == "__main__":

@@ -78,7 +78,7 @@ def tool_specs(app):
 def _spec(name, path, operation):
     properties, required, path_parameters, query_parameters = {}, [], [], []
     for parameter in operation["parameters"]:
-        if "$ref" in parameter:       # Service-Version and If-None-Match: headers, not arguments
+        if "$ref" in parameter:       # Service-Version, If-None-Match, X-Request-Id: headers, not arguments
             continue
         schema = copy.deepcopy(parameter["schema"])
         schema["description"] = parameter["description"]

@@ -2,50 +2,11 @@
 from dataclasses import dataclass
 from datetime import datetime
 
-from models import db
-
-# authenticate_and_count: the request's first statement, prepared (models.db.Prepared), one round trip.
-# Finds the principal of the token fingerprint (none for NULL; the `principal` CTE is
-# models.tokens.AUTHENTICATE_SQL) and counts one hit in the current window of `window` seconds of each
-# bucket of the request: its token and its address, or, without a valid token, the budget of
-# requests without one per address (spec: failed authentications count there, so a valid token from
-# the same address is never held up by someone else's bad ones). Each row: a bucket, its policy (a key
-# of the RATE_LIMITS setting), the new count, the seconds until its window ends, and the principal's
-# columns (NULL without one).
-_AUTHENTICATE_AND_COUNT_SQL = """
-WITH principal AS (
-  SELECT t.id AS token_id, t.name AS token_name, t.scopes, t.expires_at, u.email AS user_email,
-         o.id AS organization_id, o.name AS organization_name, o.slug, o.api_version
-    FROM tokens t
-    JOIN organizations o ON o.id = t.organization_id
-    JOIN users u ON u.id = t.user_id
-    JOIN memberships m ON m.organization_id = t.organization_id AND m.user_id = t.user_id
-   WHERE t.fingerprint = %(fingerprint)s
-     AND t.revoked_at IS NULL
-     AND (t.expires_at IS NULL OR t.expires_at > now())
-     AND m.removed_at IS NULL
-),
-buckets AS (
-  SELECT b.bucket, b.policy
-    FROM principal p
-   CROSS JOIN LATERAL (VALUES ('token:' || p.token_id, 'per_token'), ('ip:' || %(address)s::text, 'per_ip'))
-         AS b (bucket, policy)
-  UNION ALL
-  SELECT 'anonymous:' || %(address)s::text, 'anonymous_per_ip' WHERE NOT EXISTS (SELECT 1 FROM principal)
-),
-hits AS (
-  INSERT INTO rate_limit_counters AS r (bucket, window_start, hits)
-  SELECT b.bucket, to_timestamp(floor(extract(epoch FROM now()) / %(window)s::int) * %(window)s::int), 1
-    FROM buckets b
-  ON CONFLICT (bucket, window_start) DO UPDATE SET hits = r.hits + 1
-  RETURNING bucket, hits, window_start,
-            ceil(extract(epoch FROM window_start + make_interval(secs => %(window)s::int) - now()))::int AS resets_in
-)
-SELECT h.bucket, b.policy, h.hits, h.window_start, h.resets_in, p.*
-  FROM hits h JOIN buckets b ON b.bucket = h.bucket LEFT JOIN principal p ON true
-"""
-_AUTHENTICATE_AND_COUNT = db.Prepared("authenticate_and_count", _AUTHENTICATE_AND_COUNT_SQL)
-# The count's own columns of each row (SELECT above); the rest are the principal's.
+# authenticate_and_count: the request's first statement, one round trip: the principal of the token
+# fingerprint (None for NULL) and one hit counted in each bucket of the request. The statement itself is the
+# PL/pgSQL function of the same name in schema.sql, which says what it counts and why it is a function.
+_AUTHENTICATE_AND_COUNT_SQL = "SELECT * FROM authenticate_and_count(%(fingerprint)s, %(address)s, %(window)s)"
+# The count's own columns of each row; the rest are the principal's.
 _COUNT_COLUMNS = frozenset({"bucket", "policy", "hits", "window_start", "resets_in"})
 
 # count_not_modified: a request answered 304 Not Modified is taken back from the buckets it was counted
@@ -91,8 +52,8 @@ def authenticate_and_count(conn, fingerprint, address, window_seconds):
     was sent; the hits are counted whoever asks.
     """
     with conn.cursor() as cur:
-        _AUTHENTICATE_AND_COUNT.execute(cur, {"fingerprint": fingerprint, "address": address,
-                                              "window": window_seconds})
+        cur.execute(_AUTHENTICATE_AND_COUNT_SQL, {"fingerprint": fingerprint, "address": address,
+                                                  "window": window_seconds})
         rows = cur.fetchall()
     principal = None
     if rows[0]["token_id"] is not None:

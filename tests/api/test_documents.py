@@ -228,7 +228,8 @@ def test_openapi_describes_the_read_endpoints(client):
     assert download["operationId"] == "download_document_file"
     assert list(download["responses"]["200"]["content"]) == list(FILE_MEDIA_TYPES)
     assert set(download["responses"]["200"]["headers"]) == {"Service-Version", "ETag", "RateLimit-Policy",
-                                                            "RateLimit", "Content-Disposition", "Content-Length"}
+                                                            "RateLimit", "Content-Disposition", "Content-Length",
+                                                            "X-Request-Id"}
     parameters = {p["name"]: p for p in document["paths"]["/alerts"]["get"]["parameters"] if "name" in p}
     assert set(parameters) == {"shipment", "limit", "starting_after"}
     parameters = {p["name"]: p for p in document["paths"]["/checks"]["get"]["parameters"] if "name" in p}

@@ -324,7 +324,7 @@ def test_openapi_declares_the_rate_limit_headers(client):
         for status, response in item["get"]["responses"].items():
             # The database is away: not counted, Retry-After instead (tests/database/test_outages.py).
             if status == "503":
-                assert set(response["headers"]) == {"Retry-After"}, (path, status)
+                assert set(response["headers"]) == {"Retry-After", "X-Request-Id"}, (path, status)
                 continue
             assert response["headers"]["RateLimit-Policy"] == {"$ref": "#/components/headers/RateLimitPolicy"}, \
                 (path, status)

@@ -12,7 +12,7 @@ import psycopg2
 import pytest
 
 import models
-from models import db, documents, free_time_queries, rate_limits, shipments, tokens, webhook_deliveries
+from models import db, documents, free_time_queries, shipments, tokens, webhook_deliveries
 
 # What PostgreSQL can PREPARE; the other statements (SET, CREATE TABLE IF NOT EXISTS) are run instead, in a
 # transaction rolled back, with 1 for each parameter.
@@ -42,6 +42,7 @@ def named_statements():
 
 
 STATEMENTS = named_statements()
+SCHEMA = db.SCHEMA_PATH.read_text()
 
 
 def server_side(text):
@@ -122,7 +123,10 @@ def test_the_rule_of_not_received_is_the_same_everywhere():
 
 
 def test_the_principal_is_the_authenticate_statement():
-    assert cte(rate_limits._AUTHENTICATE_AND_COUNT_SQL, "principal") == words(tokens.AUTHENTICATE_SQL)
+    # The function in schema.sql names the fingerprint as its parameter, token_fingerprint.
+    function = SCHEMA.split("CREATE OR REPLACE FUNCTION authenticate_and_count(", 1)[1].split("\n$$;", 1)[0]
+    principal = re.search(r"\bprincipal AS \((.*?)\n  \)", function, re.DOTALL).group(1)
+    assert words(principal) == words(tokens.AUTHENTICATE_SQL).replace("%(fingerprint)s", "token_fingerprint")
 
 
 def test_a_document_has_the_same_columns_in_a_list_and_alone():

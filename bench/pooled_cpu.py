@@ -1,0 +1,117 @@
+"""Where the CPU of one GET /shipments?limit=100 goes, direct and through PgBouncer in transaction mode.
+
+    .venv/bin/python bench/pooled.py --shipments 5000 --rounds 1 --seconds 1   # seed its database once
+    .venv/bin/python bench/pooled_cpu.py --requests 400 --rounds 4
+
+bench/pooled.py's database and services (`direct`, `form`: direct in the transaction pooler's form,
+`pooled`: through Debian's PgBouncer in transaction mode), each under gunicorn with one worker, asked
+one request at a time. Per request, in milliseconds of CPU (user + system, from /proc): the gunicorn
+worker, the PostgreSQL server's processes (the children of the postmaster serving the bench database),
+PgBouncer, and this client; medians over the rounds. Throughput on two cores follows from the sum:
+bench/pooled.py measures it. Not a test.
+"""
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psycopg2
+import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from benchkit import RAISED_LIMITS, ROOT, acme_token, bench_url, run, start_gunicorn  # noqa: E402
+from pooled import DATABASE  # noqa: E402
+from proc_cpu import cpu_seconds  # noqa: E402
+
+sys.path.insert(0, str(ROOT))
+from tests.support.pgbouncer import PgBouncer  # noqa: E402
+
+PARTS = ("worker", "postgres", "pgbouncer", "client")
+
+
+def children(pid):
+    """The ids of the live child processes of `pid`."""
+    found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    return [int(each) for each in found.split()]
+
+
+def postmaster(url):
+    """The id of the postmaster serving `url` (the parent of a backend); it must run on this machine."""
+    conn = psycopg2.connect(url)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT pg_backend_pid()")
+            backend = cur.fetchone()[0]
+    finally:
+        conn.close()
+    return int(Path(f"/proc/{backend}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def own_cpu():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def measure(session, url, headers, count, worker_pids, server_pid, bouncer_pid):
+    """Wall and CPU milliseconds per request of `count` requests, by part."""
+    def sample():
+        return {"worker": sum(cpu_seconds(pid) or 0.0 for pid in worker_pids),
+                "postgres": sum(cpu_seconds(pid) or 0.0 for pid in children(server_pid)),
+                "pgbouncer": cpu_seconds(bouncer_pid) or 0.0, "client": own_cpu()}
+    before, started = sample(), time.monotonic()
+    for _ in range(count):
+        session.get(url, headers=headers, timeout=30).raise_for_status()
+    wall, after = time.monotonic() - started, sample()
+    return {"wall": wall / count * 1000, **{part: (after[part] - before[part]) / count * 1000 for part in PARTS}}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=400)
+    parser.add_argument("--rounds", type=int, default=4)
+    args = parser.parse_args()
+
+    url, server = bench_url(DATABASE)
+    env = {**os.environ, "DATABASE_URL": url, "SHIPTRACK_RATE_LIMITS": RAISED_LIMITS}
+    run("db", "init", env=env)
+    headers = {"Authorization": f"Bearer {acme_token(env, 'pooled-cpu')}"}
+    bouncer = PgBouncer(server, "transaction").start()
+    services = {"direct": (18794, env),
+                "form": (18795, {**env, "SHIPTRACK_DATABASE_POOLER": "transaction"}),
+                "pooled": (18796, {**env, "DATABASE_URL": bouncer.url(url),
+                                   "SHIPTRACK_DATABASE_POOLER": "transaction"})}
+    masters = {name: start_gunicorn(service_env, port, workers=1) for name, (port, service_env) in services.items()}
+    server_pid, session = postmaster(url), requests.Session()
+    results = {name: [] for name in services}
+    try:
+        targets = {name: f"http://127.0.0.1:{port}/shipments?limit=100" for name, (port, _env) in services.items()}
+        for target in targets.values():  # warm every one (stored renderings, caches, plans)
+            for _ in range(30):
+                session.get(target, headers=headers, timeout=30).raise_for_status()
+        for round_number in range(args.rounds):
+            for name, target in targets.items():
+                figures = measure(session, target, headers, args.requests, children(masters[name].pid),
+                                  server_pid, bouncer.process.pid)
+                results[name].append(figures)
+                print(f"round {round_number + 1}: {name:6} " + _line(figures), flush=True)
+    finally:
+        for master in masters.values():
+            master.terminate()
+            master.wait()
+        bouncer.close()
+    for name, rounds in results.items():
+        print(f"median: {name:6} " + _line({key: statistics.median(each[key] for each in rounds)
+                                            for key in ("wall", *PARTS)}))
+
+
+def _line(figures):
+    return f"wall {figures['wall']:5.2f} ms; CPU " + ", ".join(f"{part} {figures[part]:4.2f}" for part in PARTS)
+
+
+if __name__ == "__main__":
+    main()
