@@ -3,7 +3,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from api import observe
-from tests.conftest import make_app
+from tests.support.apps import make_app
 from tests.support.factories import auth, make_org, make_shipment, make_token
 from tests.support.processes import free_port
 
