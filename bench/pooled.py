@@ -29,6 +29,12 @@ from tests.support.pgbouncer import PgBouncer  # noqa: E402
 DATABASE = "shiptrack_pooled_bench"
 
 
+def service_envs(env, bouncer, url):
+    """The environments of `direct`, `form` (direct in the transaction pooler's form) and `pooled` (through `bouncer`)."""
+    pooler = {"SHIPTRACK_DATABASE_POOLER": "transaction"}
+    return {"direct": env, "form": {**env, **pooler}, "pooled": {**env, **pooler, "DATABASE_URL": bouncer.url(url)}}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shipments", type=int, default=5000)
@@ -46,10 +52,8 @@ def main():
     run("db", "init", env=env)
     headers = {"Authorization": f"Bearer {acme_token(env, 'pooled')}"}
     bouncer = PgBouncer(server, "transaction").start()
-    services = {"direct": (18791, env),
-                "form": (18792, {**env, "SHIPTRACK_DATABASE_POOLER": "transaction"}),
-                "pooled": (18793, {**env, "DATABASE_URL": bouncer.url(url),
-                                   "SHIPTRACK_DATABASE_POOLER": "transaction"})}
+    services = {name: (port, service_env)
+                for (name, service_env), port in zip(service_envs(env, bouncer, url).items(), (18791, 18792, 18793))}
     code = {name: ROOT for name in services}
     if args.code:
         services.update({"direct (code)": (18797, env), "pooled (code)": (18798, services["pooled"][1])})

@@ -25,7 +25,7 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchkit import RAISED_LIMITS, ROOT, acme_token, bench_url, run, start_gunicorn  # noqa: E402
-from pooled import DATABASE  # noqa: E402
+from pooled import DATABASE, service_envs  # noqa: E402
 from proc_cpu import cpu_seconds  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
@@ -81,10 +81,8 @@ def main():
     run("db", "init", env=env)
     headers = {"Authorization": f"Bearer {acme_token(env, 'pooled-cpu')}"}
     bouncer = PgBouncer(server, "transaction").start()
-    services = {"direct": (18794, env),
-                "form": (18795, {**env, "SHIPTRACK_DATABASE_POOLER": "transaction"}),
-                "pooled": (18796, {**env, "DATABASE_URL": bouncer.url(url),
-                                   "SHIPTRACK_DATABASE_POOLER": "transaction"})}
+    services = {name: (port, service_env)
+                for (name, service_env), port in zip(service_envs(env, bouncer, url).items(), (18794, 18795, 18796))}
     masters = {name: start_gunicorn(service_env, port, workers=1) for name, (port, service_env) in services.items()}
     server_pid, session = postmaster(url), requests.Session()
     results = {name: [] for name in services}
