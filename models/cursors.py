@@ -9,10 +9,10 @@ _IDLE = psycopg2.extensions.TRANSACTION_STATUS_IDLE
 class Cursor(psycopg2.extensions.cursor):
     """A cursor whose rows are plain dicts.
 
-    Rows are built with dict(zip(...)) rather than psycopg2's RealDictCursor, whose per-column
-    Python __setitem__ cost a third of the time of a 100-shipment page. On a connection through a
-    transaction pooler, the first statement of each transaction carries the session's settings
-    (Connection.transaction_prefix) in the same round trip.
+    Rows are built with dict(zip(...)) rather than psycopg2's RealDictCursor, which calls a Python
+    __setitem__ for every column of every row: on wide rows that is most of the cost. On a
+    connection through a transaction pooler, the first statement of each transaction carries the
+    session's settings (Connection.transaction_prefix) in the same round trip.
     """
 
     def execute(self, query, vars=None):

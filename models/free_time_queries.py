@@ -18,8 +18,8 @@ EVENT_MILESTONES = sorted(free_time.CLOCK_MILESTONES | free_time.LEFT_TERMINAL |
 # container numbers (oldest first) and, for ocean shipments, the tracking events that start, stop or end a
 # clock, in time order (one row per shipment keeps a page of candidates to one round trip; one text lets
 # the at-risk list recognise facts it has already summarised without parsing them: api/free_time.py).
-# An array, not an object: at a million shipments the keys were a tenth of the at-risk statement's time
-# and half the bytes it returns.
+# An array, not an object: keys would be repeated in every row, half the bytes returned, and an array
+# parses faster (docs/free-time.md, "Speed").
 # The milestone list is EVENT_MILESTONES written out (tests/database/test_statements.py holds them equal).
 FACTS_SQL = """
 SELECT s.id, json_build_array(
@@ -161,7 +161,7 @@ _AT_RISK_CANDIDATES_SQL = """
                     ORDER BY n.received_at DESC, n.id DESC LIMIT 1),
                   ct.demurrage_free_days) <= o.age + 3
 """
-# Planning it costs about as much as running it at 100,000 shipments; its plan does not depend on the values.
+# Prepared: planning it costs about as much as running it, and its plan does not depend on the values.
 _AT_RISK = db.Prepared("free_time_at_risk", AT_RISK_SQL)
 
 
