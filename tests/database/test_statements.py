@@ -94,9 +94,9 @@ def words(text):
     return " ".join(text.replace("(\n", "( ").split())
 
 
-def cte(text, name):
-    """The body of CTE `name` in a statement, up to the line that closes it."""
-    match = re.search(rf"\b{name} AS \((.*?)\n\)", text, re.DOTALL)
+def cte(text, name, indent=""):
+    """The body of CTE `name` in a statement, up to the line that closes it (indented by `indent`)."""
+    match = re.search(rf"\b{name} AS \((.*?)\n{indent}\)", text, re.DOTALL)
     assert match, name
     return words(match.group(1))
 
@@ -125,8 +125,8 @@ def test_the_rule_of_not_received_is_the_same_everywhere():
 def test_the_principal_is_the_authenticate_statement():
     # The function in schema.sql names the fingerprint as its parameter, token_fingerprint.
     function = SCHEMA.split("CREATE OR REPLACE FUNCTION authenticate_and_count(", 1)[1].split("\n$$;", 1)[0]
-    principal = re.search(r"\bprincipal AS \((.*?)\n  \)", function, re.DOTALL).group(1)
-    assert words(principal) == words(tokens.AUTHENTICATE_SQL).replace("%(fingerprint)s", "token_fingerprint")
+    assert cte(function, "principal", indent="  ") == \
+        words(tokens.AUTHENTICATE_SQL).replace("%(fingerprint)s", "token_fingerprint")
 
 
 def test_a_document_has_the_same_columns_in_a_list_and_alone():

@@ -105,7 +105,7 @@ class Emptier:
         # a hundred times slower). A table of a fresh schema has never been vacuumed (reltuples -1), and the
         # planner sizes it by its pages instead; this puts the tables back in that state.
         self.forget_sizes = ("UPDATE pg_class SET reltuples = -1, relpages = 0 "
-                             "WHERE relnamespace = 'public'::regnamespace AND relkind IN ('r', 'i', 'm', 't', 'p')")
+                             "WHERE relnamespace = 'public'::regnamespace AND relkind IN ('r', 'i', 'm', 'p')")
         self.count = 0
 
     def empty(self):
