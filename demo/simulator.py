@@ -1,7 +1,7 @@
 """The demo simulator behind `flask --app app demo simulate`: a few shipments change every few seconds.
 
 It writes what the organization's application would write, in plain SQL on the tables the application
-owns (DESIGN.md, "Data ownership"): a shipment moves on to its next status with a tracking event, the
+owns (docs/decisions.md, "Who writes what"): a shipment moves on to its next status with a tracking event, the
 carrier revises an ETA (an `eta_drift` alert when it slips by more than six hours), a check run
 finishes, an old alert is resolved, and, once nothing is left to move on, a new draft arrives. The
 database does the rest (revisions, ETA history, the change feed, the webhook events), as for any writer.
