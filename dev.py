@@ -23,12 +23,15 @@ from dev_processes import Children, Stopped, embedded_server, stop_on_signals
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 PYTHON = VENV / "bin" / "python"
-REQUIREMENTS = {"runtime": ROOT / "requirements.txt", "dev": ROOT / "requirements-dev.txt"}
-# `test` needs the test tools; `demo` too: its receiver verifies with standardwebhooks and makes its CA with
-# trustme, which only tests and the demo use, so they are development requirements, not the service's.
-# `smoke` needs only what the service runs on.
-NEEDS = {"test": "dev", "demo": "dev", "smoke": "runtime"}
-# The kind installed and a digest of both files: a dev install also satisfies `runtime`.
+# Each file includes the one before it: the service; the demo (its receiver verifies with standardwebhooks,
+# its CA is trustme's); the test and benchmark tools.
+REQUIREMENTS = {"runtime": ROOT / "requirements.txt", "demo": ROOT / "requirements-demo.txt",
+                "dev": ROOT / "requirements-dev.txt"}
+# `test` needs the test tools, `demo` only the demo's two packages more than the service, `smoke` the service.
+NEEDS = {"test": "dev", "demo": "demo", "smoke": "runtime"}
+# The kinds an install of each kind satisfies.
+SATISFIES = {"runtime": {"runtime"}, "demo": {"runtime", "demo"}, "dev": {"runtime", "demo", "dev"}}
+# The kind installed and a digest of every requirement file.
 STAMP = VENV / ".requirements.sha256"
 
 
@@ -41,9 +44,10 @@ def ensure_venv(kind="runtime"):
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
     digest = hashlib.sha256(b"".join(path.read_bytes() for path in REQUIREMENTS.values())).hexdigest()
     installed = STAMP.read_text().split() if STAMP.exists() else []
-    if installed not in ([kind, digest], ["dev", digest]):
-        print(f"installing {REQUIREMENTS[kind].name} into .venv", flush=True)
-        subprocess.run([str(PYTHON), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+    if len(installed) != 2 or installed[1] != digest or kind not in SATISFIES.get(installed[0], ()):
+        # pip's own lines (each package collected, then installed) are the progress of a first install.
+        print(f"installing {REQUIREMENTS[kind].name} into .venv (the first time takes a minute or two)", flush=True)
+        subprocess.run([str(PYTHON), "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar", "on",
                         "-r", str(REQUIREMENTS[kind])], check=True)
         STAMP.write_text(f"{kind} {digest}")
 

@@ -70,7 +70,19 @@ def get_docs_page():
 @get_route(bp, f"/docs/<any({', '.join(repr(name) for name in (*SWAGGER_ASSETS, INIT_SCRIPT))}):asset>", None, public=True,
            include_in_description=False)
 def get_docs_asset(asset):
-    """One file of the reference page."""
+    """One file of the reference page (or, for `/docs/`, the way to the page)."""
+    if asset is None:
+        # An empty body without a type, not werkzeug's HTML one: only the page itself answers text/html.
+        response = Response(status=308, headers={"Location": "/docs"})
+        del response.headers["Content-Type"]
+        return response
     if asset == INIT_SCRIPT:
         return Response(INIT, mimetype="text/javascript", headers={"Cache-Control": CACHE_CONTROL})
     return send_from_directory(str(SWAGGER_UI), asset, max_age=3600)
+
+
+# `/docs/`, the page's address with the slash a person often types: a permanent redirect to `/docs` (its
+# relative asset URLs would not resolve from `/docs/`). The same endpoint as the files, so it is public
+# and left out of the description like them; every other `/docs/...` stays an unknown route.
+bp.add_url_rule("/docs/", endpoint="get_docs_asset", view_func=get_docs_asset, defaults={"asset": None},
+                methods=["GET"], provide_automatic_options=False)

@@ -1,16 +1,18 @@
 """`flask demo seed`: demo organizations with realistic shipments (docs/demo-data.md); `flask demo simulate`:
-a few of them change every few seconds (docs/demo.md)."""
+a few of them change every few seconds (docs/demo.md); `flask demo certificate`: a certificate the demo's
+delivery trusts, for a receiver of your own (docs/receiving-webhooks.md, "Testing locally")."""
 import os
 import random
 import signal
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 
 import click
 from flask import current_app
 from flask.cli import AppGroup
 
-from demo import simulator
+from demo import certificates, launch, simulator
 from demo.batches import BATCH_SIZE
 from demo.seed import Options, seed as run_seed
 from models import db
@@ -77,3 +79,18 @@ def simulate(slug, every, steps, seed_value):
         pass
     finally:
         conn.close()
+
+
+@demo_cli.command("certificate")
+def certificate():
+    """Write a certificate and key for 127.0.0.1 and localhost, signed by the demo's CA, for your own receiver."""
+    ca, made = certificates.authority(launch.DEMO_DIR)
+    cert_path, key_path = launch.DEMO_DIR / "localhost.pem", launch.DEMO_DIR / "localhost-key.pem"
+    certificates.issue(ca, cert_path, key_path)
+    root = Path.cwd()
+    shown = [path.relative_to(root) if path.is_relative_to(root) else path
+             for path in (cert_path, key_path, launch.DEMO_DIR / certificates.CA_FILE)]
+    click.echo(f"certificate {shown[0]} and key {shown[1]} for {' and '.join(certificates.NAMES)}, "
+               f"signed by the demo's CA {shown[2]}")
+    if made:
+        click.echo("the demo's CA was made just now: restart a demo that is running, so its delivery trusts it")

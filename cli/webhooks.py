@@ -271,18 +271,31 @@ def recover(endpoint_id, since, actor):
     click.echo(f"{endpoint_id}: {queued} missed events since {format_when(start)} queued; the next delivery pass sends them")
 
 
+# The attempt log's columns: 103 characters with the longest values (an 18-digit event id,
+# shipment.checks_completed, interrupted); address, error, reply and next attempt go on a line under each.
+ATTEMPT_COLUMNS = ["attempted_at", "event", "type", "attempt", "reason", "status", "http", "ms"]
+ATTEMPTS_WIDTH = 120  # no line of the log is wider
+
+
 @webhooks_cli.command("attempts")
 @click.argument("endpoint_id")
 @click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
 @actor_option
 def attempts(endpoint_id, limit, actor):
-    """An endpoint's attempt log, newest first."""
+    """An endpoint's attempt log, newest first; under each attempt: address, error, reply, next attempt."""
     with transaction() as conn:
         rows = webhooks.list_attempts(conn, _endpoint(conn, endpoint_id, actor)["id"], limit)
-    for row in rows:
-        row["event"] = format_id(EVENT, row["event_id"])
-        row["status"] = row["state"]
-        row["next_attempt"] = row["next_attempt_at"] if row["delivery_state"] == "pending" else None
-        row["reply"] = (row["response_body"] or "")[:60].replace("\n", " ")
-    print_table(rows, ["attempted_at", "event", "type", "attempt", "reason", "status", "status_code",
-                       "duration_ms", "address", "error", "next_attempt", "reply"])
+    text = [[format_when(row["attempted_at"]), format_id(EVENT, row["event_id"]), row["type"], row["attempt"],
+             row["reason"], row["state"], row["status_code"], row["duration_ms"]] for row in rows]
+    text = [["" if value is None else str(value) for value in values] for values in text]
+    widths = [max([len(column)] + [len(values[i]) for values in text]) for i, column in enumerate(ATTEMPT_COLUMNS)]
+    click.echo("  ".join(column.ljust(width) for column, width in zip(ATTEMPT_COLUMNS, widths)).rstrip())
+    for row, values in zip(rows, text):
+        click.echo("  ".join(value.ljust(width) for value, width in zip(values, widths)).rstrip())
+        reply = " ".join((row["response_body"] or "").split())[:60]
+        details = "; ".join(part for part in (
+            row["address"] and f"to {row['address']}", row["error"], reply and f"replied {reply}",
+            row["delivery_state"] == "pending" and row["next_attempt_at"]
+            and f"next attempt {format_when(row['next_attempt_at'])}") if part)
+        if details:
+            click.echo(f"  {details}" if len(details) <= ATTEMPTS_WIDTH - 2 else f"  {details[:ATTEMPTS_WIDTH - 5]}...")

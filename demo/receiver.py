@@ -3,8 +3,8 @@
 It verifies every delivery's signature with the `standardwebhooks` package (the endpoint's secret comes in
 the DEMO_WEBHOOK_SECRET variable), answers 200 within the 10 seconds a delivery may take (400 when the
 signature is wrong), and prints one line per event. Its certificate is signed by a CA made for the demo
-at its first run and kept in .data/demo/ (`certificate`); the demo's delivery process trusts that CA
-through WEBHOOK_CA_BUNDLE and reaches 127.0.0.1 through WEBHOOK_ALLOWED_NETWORKS, given to it alone.
+at its first run and kept in .data/demo/ (demo/certificates.py); the demo's delivery process trusts that
+CA through WEBHOOK_CA_BUNDLE and reaches 127.0.0.1 through WEBHOOK_ALLOWED_NETWORKS, given to it alone.
 """
 import argparse
 import http.server
@@ -19,20 +19,10 @@ PATH = "/webhooks"
 
 
 def certificate(folder):
-    """(CA bundle, receiver certificate and key) in `folder`, made once (trustme: a CA, a cert for 127.0.0.1)."""
-    folder = Path(folder)
-    ca_path, cert_path = folder / "ca.pem", folder / "receiver.pem"
-    if not (ca_path.exists() and cert_path.exists()):
-        import trustme
+    """(CA bundle, receiver certificate and key) in `folder`, made once (demo/certificates.py)."""
+    from demo import certificates
 
-        folder.mkdir(parents=True, exist_ok=True)
-        ca = trustme.CA(organization_name="shiptrack demo")
-        issued = ca.issue_cert("127.0.0.1", "localhost")
-        cert_path.write_bytes(b"".join(blob.bytes() for blob in issued.cert_chain_pems)
-                              + issued.private_key_pem.bytes())
-        cert_path.chmod(0o600)
-        ca_path.write_bytes(ca.cert_pem.bytes())
-    return ca_path, cert_path
+    return certificates.demo_receiver(folder)
 
 
 def describe(payload, message_id):

@@ -11,7 +11,8 @@ from werkzeug.serving import make_server
 from api.docs_page import CONTENT_SECURITY_POLICY
 
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-# Set to a path to keep the page's screenshot there (docs/reference-page.png was taken so).
+# Set to a path to keep the page's screenshot there, to look at; none is kept in the repository, where it
+# would go stale (docs/decisions.md, "The reference page").
 SCREENSHOT = os.environ.get("REFERENCE_PAGE_SCREENSHOT")
 
 
@@ -30,7 +31,15 @@ def test_page_needs_no_token_and_loads_nothing_from_elsewhere(client):
             assert served.headers["Cache-Control"] == "public, max-age=3600"
 
 
-@pytest.mark.parametrize("path", ["/docs/", "/docs/index.html", "/docs/swagger-editor.js", "/docs/LICENSE",
+def test_a_trailing_slash_is_redirected_to_the_page(client):
+    response = client.get("/docs/")
+    assert (response.status_code, response.headers["Location"], response.get_data()) == (308, "/docs", b"")
+    assert ("Content-Type" in response.headers, response.headers["Content-Length"]) == (False, "0")
+    assert client.get("/docs/", follow_redirects=True).request.path == "/docs"
+    assert client.head("/docs/").status_code == 308
+
+
+@pytest.mark.parametrize("path", ["/docs/index.html", "/docs/swagger-editor.js", "/docs/LICENSE",
                                   "/docs/..%2Fapi%2Fguard.py", "/docs/swagger-ui.css.map"])
 def test_other_files_are_unknown_routes(client, path):
     assert client.get(path).status_code == 404

@@ -202,8 +202,32 @@ def test_resend_same_id_fresh_timestamp(cli, org, conn, receiver, settings):
     assert cli("resend", "msg_9")[0] == 1
     code, output = cli("attempts", first)
     lines = output.splitlines()
-    assert lines[0].split()[:6] == ["attempted_at", "event", "type", "attempt", "reason", "status"]
-    assert len(lines) == 3 and " resend " in lines[1] and " scheduled " in lines[2]
+    assert lines[0].split() == ["attempted_at", "event", "type", "attempt", "reason", "status", "http", "ms"]
+    # Each attempt, then where it went and what the receiver replied.
+    assert len(lines) == 5 and " resend " in lines[1] and " scheduled " in lines[3]
+    assert lines[2] == lines[4] == '  to 127.0.0.1; replied {"received":true}'
+
+
+def test_attempts_fit_120_columns(cli, org, conn, receiver, settings):
+    """The widest values there are: an 18-digit event id, the longest type and state, an error and a long reply."""
+    endpoint_id, _ = _add(cli, receiver.url("/status/500", host="127.0.0.1"), "shipment.checks_completed")
+    sid = make_shipment(conn, org)
+    with conn.cursor() as cur:
+        cur.execute("SELECT setval(pg_get_serial_sequence('events', 'id'), 999999999999999990)")
+        cur.execute("INSERT INTO check_runs (organization_id, shipment_id, started_at, finished_at) "
+                    "VALUES (%s, %s, now(), now())", (org, sid))
+    run_pass(settings)
+    with conn.cursor() as cur:
+        cur.execute("UPDATE webhook_attempts SET state = 'interrupted', response_body = repeat('x', 2000), "
+                    "error = 'the receiver took longer than the 15 s a delivery may take in all, then ' || "
+                    "repeat('y', 200)")
+    code, output = cli("attempts", endpoint_id)
+    lines = output.splitlines()
+    assert code == 0 and len(lines) == 3, output
+    assert lines[1].split() == [lines[1].split()[0], "msg_999999999999999991", "shipment.checks_completed", "1",
+                                "scheduled", "interrupted", "500", lines[1].split()[-1]]
+    assert lines[2].startswith("  to 127.0.0.1; the receiver took longer") and lines[2].endswith("yyy...")
+    assert max(len(line) for line in lines) == 120, output
 
 
 def test_disable_drops_waiting_and_enable_restores(cli, org, conn, receiver, settings):

@@ -1,5 +1,8 @@
-"""demo/receiver.py: verifies what the service signs, prints one line per event, refuses a bad signature."""
+"""demo/receiver.py: verifies what the service signs, prints one line per event, refuses a bad signature;
+demo/certificates.py: the demo's CA keeps its key and issues certificates a client trusting it accepts."""
 import json
+import socket
+import ssl
 import threading
 import time
 
@@ -7,7 +10,7 @@ import pytest
 import requests
 
 from delivery import signing
-from demo import receiver
+from demo import certificates, receiver
 
 
 @pytest.fixture(scope="module")
@@ -72,3 +75,35 @@ def test_a_bad_signature_is_refused(running, capsys, tamper):
 def test_another_path_is_not_found(running):
     base, _secret, ca_bundle = running
     assert post(base, ca_bundle, b"{}", {}, path="/elsewhere").status_code == 404
+
+
+def handshake(ca_bundle, cert_path, key_path):
+    """The name a client trusting only `ca_bundle` verified in a TLS handshake with a server using the certificate."""
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_context.load_cert_chain(cert_path, key_path)
+    client_context = ssl.create_default_context(cafile=str(ca_bundle))
+    left, right = socket.socketpair()
+    with left, right:
+        server = threading.Thread(target=lambda: server_context.wrap_socket(right, server_side=True).close())
+        server.start()
+        with client_context.wrap_socket(left, server_hostname="127.0.0.1") as tls:
+            name = tls.getpeercert()["subjectAltName"]
+        server.join(10)
+    return name
+
+
+def test_the_ca_keeps_its_key_and_issues_certificates_the_demo_trusts(tmp_path):
+    ca_bundle, receiver_pem = receiver.certificate(tmp_path)
+    assert (tmp_path / "ca-key.pem").stat().st_mode & 0o777 == 0o600
+    ca, made = certificates.authority(tmp_path)
+    assert not made
+    certificates.issue(ca, tmp_path / "localhost.pem", tmp_path / "localhost-key.pem")
+    assert (tmp_path / "localhost-key.pem").stat().st_mode & 0o777 == 0o600
+    assert handshake(ca_bundle, tmp_path / "localhost.pem", tmp_path / "localhost-key.pem") \
+        == (("IP Address", "127.0.0.1"), ("DNS", "localhost"))
+    # A CA kept without its key (an older demo) is made again, and the receiver's certificate with it.
+    (tmp_path / "ca-key.pem").unlink()
+    old = receiver_pem.read_bytes()
+    assert receiver.certificate(tmp_path) == (ca_bundle, receiver_pem)
+    assert receiver_pem.read_bytes() != old and (tmp_path / "ca-key.pem").exists()
+    assert handshake(ca_bundle, receiver_pem, receiver_pem) == (("IP Address", "127.0.0.1"), ("DNS", "localhost"))

@@ -1,96 +1,25 @@
 """`python3 dev.py demo` as a user runs it: a verified webhook and a moving change feed within minutes; SIGTERM,
 SIGHUP or Ctrl-C to dev.py alone stops everything it started; a restart keeps the token and makes nothing twice.
 
-The demo runs in a copy of the checkout (on the same .venv) with DATABASE_URL unset, so its embedded
-PostgreSQL keeps its data in the copy's .data/ and never meets the suite's, and on free ports.
+The demo runs in a copy of the checkout (tests/support/demo_run.py), on free ports.
 """
-import os
 import re
-import shutil
 import signal
 import socket
-import subprocess
-import sys
-import tempfile
-import threading
-from pathlib import Path
 
 import psutil
 import pytest
 import requests
 
 from models import db
-from tests.support import ROOT
-from tests.support.processes import free_port, wait_for
+from tests.support.demo_run import DemoRun, checkout_copy
+from tests.support.processes import wait_for
 
 pytestmark = pytest.mark.slow
 
 BANNER_TOKEN = re.compile(r"^  Token +(sv_[A-Za-z0-9]{40}) ")
 BANNER_DATABASE = re.compile(r"^  Database .* '(postgresql://[^']+)'$")
 VERIFIED = re.compile(r"^receiver: (shipment\.[a-z_]+|alert\.created) (shp_\d+) (msg_\d+) signature verified")
-
-
-class DemoRun:
-    """One `python3 dev.py demo` in `checkout`, its output read line by line as it comes."""
-
-    def __init__(self, checkout, port=None):
-        self.checkout = checkout
-        self.port, self.receiver_port = port or free_port(), free_port()
-        env = {name: value for name, value in os.environ.items()
-               if name != "DATABASE_URL" and not name.startswith("SHIPTRACK_")}
-        env.update(PORT=str(self.port), DEMO_RECEIVER_PORT=str(self.receiver_port), DEMO_SIMULATE_EVERY="1",
-                   WEB_CONCURRENCY="1")
-        self.process = subprocess.Popen([sys.executable, "dev.py", "demo"], cwd=checkout, env=env, text=True,
-                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        self.lines = []
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self):
-        with self.process.stdout:
-            for line in self.process.stdout:
-                self.lines.append(line.rstrip("\n"))
-
-    def find(self, pattern, seconds):
-        """The first match of `pattern` in the output within `seconds` (None if none)."""
-        found = []
-
-        def seen():
-            exited = self.process.poll() is not None
-            found.extend(m for m in map(pattern.match, list(self.lines)) if m)
-            assert found or not exited, "\n".join(self.lines[-40:])
-            return bool(found)
-
-        return found[0] if wait_for(seen, seconds) else None
-
-    def base(self):
-        """The API's base URL."""
-        return f"http://127.0.0.1:{self.port}"
-
-    def started(self):
-        """Every process it runs now (children, grandchildren) and the embedded postmaster."""
-        pids = {child.pid for child in psutil.Process(self.process.pid).children(recursive=True)}
-        return pids | {int((self.checkout / ".data" / "pg" / "postmaster.pid").read_text().split()[0])}
-
-    def stop(self, signum):
-        """Send `signum` to dev.py alone; its exit status (None if it has not exited within the 10 s allowed)."""
-        self.process.send_signal(signum)
-        try:
-            return self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            return None
-
-    def kill(self):
-        """Clean up after a failed test: end dev.py and everything it started, the postmaster with a fast shutdown."""
-        if self.process.poll() is None:
-            pids = self.started()
-            self.process.kill()
-            for pid in pids:
-                try:
-                    psutil.Process(pid).send_signal(signal.SIGINT)
-                except psutil.NoSuchProcess:
-                    pass
-            self.process.wait()
 
 
 def port_free(port):
@@ -122,18 +51,9 @@ def assert_nothing_left(run, pids, status, signum):
 
 @pytest.fixture(scope="module")
 def checkout():
-    """A copy of the checkout without .data/ (and what is made at run time), on the same .venv.
-
-    Not under pytest's tmp_path: as root the embedded server runs as another user, who must be able to reach
-    its data folder, and every pytest session starting on the machine makes pytest's folder private again.
-    """
-    folder = Path(tempfile.mkdtemp(prefix="shiptrack-demo-"))
-    copy = folder / "checkout"
-    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(".data", ".venv", ".git", "storage", "node_modules",
-                                                               "__pycache__", ".pytest_cache", "results"))
-    (copy / ".venv").symlink_to((ROOT / ".venv").resolve())
-    yield copy
-    shutil.rmtree(folder, ignore_errors=True)
+    """A copy of the checkout without .data/, on the same .venv (tests/support/demo_run.py)."""
+    with checkout_copy() as copy:
+        yield copy
 
 
 @pytest.fixture(scope="module")
