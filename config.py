@@ -33,7 +33,7 @@ DEFAULTS = {
     "SERVICE_DOMAIN": "shiptrack.example",
     # Networks a webhook URL may resolve to despite not being public (tests, demos); none, so SSRF is refused.
     "WEBHOOK_ALLOWED_NETWORKS": [],
-    # A CA bundle to verify receivers with instead of certifi's (test CAs); None trusts the public CAs.
+    # A CA bundle trusted besides certifi's public CAs, never instead (test, demo or in-house CAs); None: public only.
     "WEBHOOK_CA_BUNDLE": None,
     # Requests in flight at once in one delivery process: threads mostly wait on receivers, so many are cheap.
     "WEBHOOK_WORKERS": 128,

@@ -6,9 +6,14 @@ host name (SNI and certificate), so no second DNS lookup can redirect the reques
 lookup of the SSRF guard runs on a small thread pool, so that it too ends at the deadline
 (getaddrinfo cannot be interrupted: a stuck lookup keeps its thread, not the worker).
 
-The whole exchange is inside the 15 s: lookup, connect, TLS, request, status line, headers and the
-reply's first 2 KB (or all of it, when shorter).  A reply not complete at the deadline is a failure,
-whatever status line came first.
+Two clocks (docs/webhooks.md, "Requests"): the 15 s are the sender's, from the start of the
+attempt (the lookup included) to the reply's first 2 KB read (or all of it, when shorter); a reply
+not complete at the deadline is a failure, whatever status line came first. The 10 s are the
+receiver's, from the request written to the reply's first byte read: the sender's own waits
+(the lookup pool, connecting, TLS) do not count against the receiver.
+
+The receivers' certificates are verified against certifi's public roots plus, when set, the extra
+CA bundle of WEBHOOK_CA_BUNDLE (a test or demo CA, or a company's own).
 """
 import concurrent.futures
 import http.client
@@ -24,7 +29,7 @@ from urllib3.util import SKIP_HEADER
 
 from delivery import signing, ssrf, transport
 
-ANSWER_SECONDS = 10.0   # a 2xx status must arrive within this
+ANSWER_SECONDS = 10.0   # a 2xx reply must begin within this after the request was written
 TOTAL_SECONDS = 15.0    # the sender stops waiting after this, in all
 KEEP_BYTES = 2048       # only the first 2 KB of a reply is read and kept
 # Socket timeouts are only a backstop behind the watchdog once the socket is watched,
@@ -52,8 +57,9 @@ class Sender:
 
     def __init__(self, *, ca_bundle, allowed_networks, service_domain, workers,
                  answer_seconds=ANSWER_SECONDS, total_seconds=TOTAL_SECONDS, resolver=None):
+        # The extra CA adds to the public roots: receivers with public certificates stay reachable.
         # Idle connections kept per (address, host): never more are in flight than there are workers.
-        self.client = transport.Client(ca_bundle or certifi.where(), workers)
+        self.client = transport.Client([certifi.where(), *([ca_bundle] if ca_bundle else [])], workers)
         self.adapter = self.client.adapter
         self.allowed = ssrf.allowed_networks(allowed_networks)
         self.service_domain = service_domain
@@ -97,7 +103,6 @@ class Sender:
             try:
                 response = self.client.post(f"https://{_bracket(target.address)}:{target.port}{target.path}",
                                             body, headers, timeout=(remaining, remaining + BACKSTOP_SECONDS))
-                answered = time.monotonic() - started
             except (requests.RequestException, urllib3.exceptions.HTTPError, OSError,
                     http.client.HTTPException) as error:
                 fired = attempt.finish()
@@ -121,9 +126,9 @@ class Sender:
                                f"reply cut short after {len(kept)} bytes (HTTP {response.status_code})"
                                + (f": {type(cut).__name__}: {cut}" if cut is not None else ""),
                                _text(kept), target.address, _ms(started))
-            return self._judge(response, answered, kept, target, started)
+            return self._judge(response, attempt.waited(), kept, target, started)
 
-    def _judge(self, response, answered, kept, target, started):
+    def _judge(self, response, waited, kept, target, started):
         status = response.status_code
         text = _text(kept)
         error = None
@@ -132,8 +137,9 @@ class Sender:
             error = f"redirect ({status}) to {where!r} not followed" if where else f"redirect ({status}) not followed"
         elif not 200 <= status < 300:
             error = f"HTTP {status}"
-        elif answered > self.answer_seconds:
-            error = f"answered after {answered:.1f} s; a reply must come within {self.answer_seconds:g} s"
+        elif waited > self.answer_seconds:
+            error = (f"answered after {waited:.1f} s (from the request sent to the reply's first byte); "
+                     f"a reply must begin within {self.answer_seconds:g} s")
         return Outcome(error is None, status, error, text, target.address, _ms(started))
 
     def _failure(self, error, root, fired, target, started):
@@ -145,6 +151,8 @@ class Sender:
             message = f"TLS error: {root}"
         elif isinstance(root, ConnectionRefusedError):
             message = "connection refused"
+        elif isinstance(root, transport.CutHead):
+            message = str(root)
         else:
             message = f"{type(root).__name__}: {root}" if str(root) else type(root).__name__
         return Outcome(False, None, message, None, target.address, _ms(started))

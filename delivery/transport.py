@@ -4,7 +4,7 @@
   not through a `Session`: a Session's per-request work (merging session settings, cookies, the
   environment, hooks, redirects) is all switched off here, yet cost (with the `stat`s below) about a
   quarter of the sender's CPU (docs/webhooks.md, "Why requests").
-- The CA bundle is loaded once, into the adapter's SSL context. requests' own `cert_verify` would
+- The CA bundles are loaded once, into the adapter's SSL context. requests' own `cert_verify` would
   `stat` the bundle's path twice per request and hand each new connection the path to load again.
 - The request goes to `https://<checked address>:<port><path>` with a `Host` header of the real
   host; `_PinnedAdapter.build_connection_pool_key_attributes` adds `server_hostname` and
@@ -13,8 +13,14 @@
 - requests' timeouts bound each socket operation, not the attempt, so `_DeadlineConnection` (the
   pools' connection class) hands its socket to the WATCHDOG at the attempt's deadline, which
   travels in a threading.local (`attempting()`).
+- The receiver's time is taken on the same Attempt: when the request was written and when the
+  reply's first byte was read (`_CheckedResponse`), so the 10 s rule leaves out the sender's own
+  waits (the lookup, connecting, TLS).
+- http.client takes a reply whose connection ends inside the status line or headers as complete
+  (an end of stream ends its header loop like a blank line); `_CheckedResponse` refuses it (`CutHead`).
 - Connections are kept alive per (address, host), never reused after IDLE_SECONDS idle.
 """
+import http.client
 import ssl
 import threading
 import time
@@ -41,6 +47,12 @@ class Attempt:
         self.watches = []
         self.fired = False
         self.reused = False
+        self.written = None   # time.monotonic() when the request had been written to the socket
+        self.answered = None  # time.monotonic() when the reply's first byte was read
+
+    def waited(self):
+        """Seconds from the request written to the reply's first byte read: the receiver's time."""
+        return self.answered - self.written
 
     def watch(self, sock):
         """Have the watchdog shut `sock` at this attempt's deadline (once per socket)."""
@@ -78,9 +90,58 @@ def attempting(target, deadline):
         _local.attempt = None
 
 
+class CutHead(http.client.HTTPException):
+    """The reply ended before the blank line that closes its status line and headers."""
+
+
+class _HeadReader:
+    """The reply's reader while http.client reads the head from it (only readline and close):
+    keeps the first and last line read and the bytes of the head."""
+
+    __slots__ = ("fp", "first", "last", "size")
+
+    def __init__(self, fp):
+        self.fp, self.first, self.last, self.size = fp, None, None, 0
+
+    def readline(self, limit=-1):
+        line = self.fp.readline(limit)
+        if self.first is None:
+            self.first = line
+        self.last = line
+        self.size += len(line)
+        return line
+
+    def close(self):
+        self.fp.close()
+
+
+class _CheckedResponse(http.client.HTTPResponse):
+    """http.client's response, noting when the first byte came and refusing a head cut short."""
+
+    def begin(self):
+        if self.headers is not None:
+            return
+        attempt = _current()
+        if self.fp.peek(1) and attempt is not None:  # waits for the first byte; it stays buffered
+            attempt.answered = time.monotonic()
+        reader = _HeadReader(self.fp)
+        self.fp = reader
+        try:
+            super().begin()
+        finally:
+            if self.fp is reader:  # else http.client closed it (self.fp is None)
+                self.fp = reader.fp
+        if reader.last not in (b"\r\n", b"\n"):  # an end of stream, not a blank line, ended the headers
+            self._close_conn()
+            first = reader.first.rstrip(b"\r\n")[:40].decode("iso-8859-1")
+            raise CutHead(f"reply cut short before the end of its headers, after {reader.size} bytes "
+                          f"beginning {first!r}")
+
+
 class _DeadlineConnection(urllib3.connection.HTTPSConnection):
     """A urllib3 HTTPS connection whose socket the watchdog cuts at the attempt's deadline."""
 
+    response_class = _CheckedResponse
     exchanges = 0   # requests sent since this connection was (re)connected
 
     def _new_conn(self):
@@ -105,7 +166,12 @@ class _DeadlineConnection(urllib3.connection.HTTPSConnection):
             attempt.reused = self.exchanges > 0
             attempt.watch(self.sock)
         self.exchanges += 1
-        return super().request(*args, **kwargs)
+        try:
+            return super().request(*args, **kwargs)
+        finally:
+            if attempt is not None:
+                # Also when writing failed: urllib3 may still read a reply the receiver sent early.
+                attempt.written = time.monotonic()
 
 
 class _DeadlinePool(urllib3.HTTPSConnectionPool):
@@ -159,14 +225,15 @@ class _PinnedAdapter(HTTPAdapter):
 
 class Client:
     """HTTPS requests to the checked address of this thread's attempt (`attempting`), verified against
-    the CA bundle `ca_file`, with up to `pool_size` kept-alive connections per (address, host).
+    every CA of the bundles `ca_files`, with up to `pool_size` kept-alive connections per (address, host).
 
     Nothing of a requests Session: no default headers, cookies, environment settings, hooks or redirects.
     """
 
-    def __init__(self, ca_file, pool_size):
+    def __init__(self, ca_files, pool_size):
         context = create_urllib3_context(cert_reqs=ssl.CERT_REQUIRED)
-        context.load_verify_locations(cafile=ca_file)  # a bad CA bundle setting fails here, not per attempt
+        for ca_file in ca_files:
+            context.load_verify_locations(cafile=ca_file)  # a bad CA bundle setting fails here, not per attempt
         self.adapter = _PinnedAdapter(context, pool_connections=POOL_HOSTS, pool_maxsize=pool_size)
 
     def post(self, url, body, headers, timeout):

@@ -73,7 +73,8 @@ def test_redirect_is_a_failure_and_not_followed(receiver, ca_bundle):
 
 def answered_after(error, limit):
     """The seconds a too-late answer took, as its error names them (10.5 s, or more on a loaded machine)."""
-    found = re.fullmatch(rf"answered after (\d+\.\d) s; a reply must come within {limit} s", error)
+    found = re.fullmatch(rf"answered after (\d+\.\d) s \(from the request sent to the reply's first byte\); "
+                         rf"a reply must begin within {limit} s", error)
     assert found is not None, error
     return float(found.group(1))
 
@@ -195,12 +196,13 @@ def test_the_ca_bundle_is_loaded_once_and_new_connections_add_nothing_to_it(rece
     connection a bundle path to load into it (certifi's, when verify is True)."""
     settings = delivery_settings(WEBHOOK_ALLOWED_NETWORKS=["127.0.0.1/32"], WEBHOOK_CA_BUNDLE=ca_bundle)
     sender = settings.make_sender(resolver)
+    loaded = sender.adapter.ssl_context.cert_store_stats()
     try:
         for host in ("receiver.test", "127.0.0.1", "receiver.test"):
             sender.adapter.poolmanager.clear()  # the next request opens a new connection
             delivery = claimed_delivery(receiver.url("/ok", host=host), signing.new_secret(), 7, BODY)
             assert send_delivery(sender, delivery).outcome.succeeded
-        assert sender.adapter.ssl_context.cert_store_stats() == {"crl": 0, "x509": 1, "x509_ca": 1}
+        assert sender.adapter.ssl_context.cert_store_stats() == loaded
     finally:
         sender.close()
     assert len(receiver.requests) == 3

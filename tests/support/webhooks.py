@@ -1,6 +1,6 @@
-"""Pieces of the webhook tests: a real HTTPS receiver on 127.0.0.1, a test resolver, passes and clocks.
+"""Pieces of the webhook tests: real HTTPS receivers on 127.0.0.1, a test resolver, passes and clocks.
 
-The receiver's certificate comes from a CA made by `trustme` (fixtures in tests/conftest.py); the
+The receivers' certificates come from a CA made by `trustme` (fixtures in tests/conftest.py); the
 sender trusts it through the CA-bundle setting and reaches 127.0.0.1 through the allowed-networks
 setting.
 """
@@ -8,6 +8,8 @@ import http.server
 import ipaddress
 import json
 import os
+import re
+import socket
 import socketserver
 import subprocess
 import sys
@@ -134,6 +136,61 @@ class Receiver(socketserver.ThreadingMixIn, http.server.HTTPServer):
         return f"https://{host}:{self.server_address[1]}{path}"
 
 
+class RawReceiver:
+    """A TLS server on 127.0.0.1 that reads each request whole, then writes `reply` and closes.
+
+    `reply` is a list of bytes (written as they are) and numbers (seconds to wait), so that a reply
+    can be cut anywhere or dripped, which http.server cannot do. Each connection is handled (TLS
+    handshake included) on a thread of its own.
+    """
+
+    def __init__(self, context, reply):
+        self.context, self.reply = context, reply
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.requests = []  # {"read": monotonic time the request was read whole, "head", "body"}
+        self.closed = threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def url(self, path="/hook", host=RECEIVER_HOST):
+        """A URL of this receiver under `host`."""
+        return f"https://{host}:{self.listener.getsockname()[1]}{path}"
+
+    def close(self):
+        """Stop accepting and cut every reply still being written."""
+        self.closed.set()
+        self.listener.close()
+
+    def _serve(self):
+        while not self.closed.is_set():
+            try:
+                sock, _address = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._answer, args=(sock,), daemon=True).start()
+
+    def _answer(self, sock):
+        try:
+            with self.context.wrap_socket(sock, server_side=True) as conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        return
+                    data += chunk
+                head, _, body = data.partition(b"\r\n\r\n")
+                length = int(re.search(rb"(?im)^content-length: *(\d+)", head).group(1))
+                while len(body) < length:
+                    body += conn.recv(65536)
+                self.requests.append({"read": time.monotonic(), "head": head, "body": body})
+                for step in self.reply:
+                    if isinstance(step, bytes):
+                        conn.sendall(step)
+                    elif self.closed.wait(step):
+                        return
+        except OSError:
+            pass  # the sender cut the connection (its deadline), or the test is over
+
+
 def resolver(host, port):
     """Resolves receiver.test (and *.receiver.test) to 127.0.0.1 and everything else as usual."""
     if host == RECEIVER_HOST or host.endswith("." + RECEIVER_HOST):
@@ -178,10 +235,11 @@ def claimed_delivery(url, secret, event_id=7, body="{}"):
                            body=body)
 
 
-def run_pass(settings, clock=None, seconds=5):
-    """One delivery pass in this process with the test resolver."""
+def run_pass(settings, clock=None, seconds=5, resolve=resolver, **deadlines):
+    """One delivery pass in this process with the test resolver (or `resolve`) and the sender's
+    `deadlines` (answer_seconds, total_seconds) when given."""
     kwargs = {"clock": clock} if clock else {}
-    dispatcher = Dispatcher(settings, sender=settings.make_sender(resolver), **kwargs)
+    dispatcher = Dispatcher(settings, sender=settings.make_sender(resolve, **deadlines), **kwargs)
     try:
         dispatcher.run_pass(seconds)
     finally:
