@@ -19,6 +19,10 @@ limit_request_line = 8190
 # default bounds any one header line, and the header count, well above what a client needs.
 limit_request_field_size = 8190
 limit_request_fields = 100
+# gunicorn takes SCRIPT_NAME and PATH_INFO from request headers when the peer is a trusted proxy (127.0.0.1
+# by default), and a proxy passes its clients' headers on: none is taken, so a header named with "_" is
+# dropped (gunicorn's header_map) and no client moves the application's root or makes a 500 by trying.
+forwarder_headers = ""
 
 # The access log, on by default: one line per request with its route, status, duration, request id and
 # token id (logs.GunicornLogger), in the LOG_FORMAT setting's format like every other line.
