@@ -78,10 +78,13 @@ def post_worker_init(worker):
 
 
 def child_exit(server, worker):
-    """A worker's live gauges go with it; its counters stay in the sums."""
-    from prometheus_client import multiprocess
+    """A dead worker's counts are merged into the kept files (its own files go; its live gauges with them)."""
+    from api import metrics
 
-    multiprocess.mark_process_dead(worker.pid)
+    try:
+        metrics.merge_dead_process(worker.pid)
+    except Exception:  # an exception here would stop the master (Arbiter.reap_workers)
+        server.log.exception("could not merge the metrics of worker %s", worker.pid)
 
 
 def when_ready(server):

@@ -12,6 +12,9 @@ from tests.support.apps import NO_RATE_LIMITS
 from tests.support.processes import gunicorn, wait_for
 from tests.support.workers import THREADED
 
+# Each starts gunicorn (child processes, seconds each).
+pytestmark = pytest.mark.slow
+
 NOT_FOUND = {"error": {"type": "not_found_error", "code": "resource_missing", "param": None,
                        "message": "Unrecognized request URL. See the API reference for the available paths."}}
 BAD_HEADER = {"error": {"type": "invalid_request_error", "code": "invalid_parameter", "param": None,
