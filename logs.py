@@ -37,6 +37,10 @@ CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 # What a URL path carries as it is (RFC 3986's pchar and "/"): any other character of a value taken from the
 # request (a space, a control, "%", a byte beyond ASCII) is percent-encoded in the text access line.
 URL_AS_IS = "/:@!$&'()*+,;=-._~"
+_WRITTEN_AS_IS = re.compile(f"[A-Za-z0-9{re.escape(URL_AS_IS)}]*")
+# The access fields a client chooses (the address too, through a trusted proxy's header); the others are the
+# service's own (a route is a URL rule, a probe's path or `unmatched`).
+FROM_REQUEST = frozenset({"remote_addr", "method", "path"})
 FORMATS = ("text", "json")
 # LogRecord's own attributes; anything else on a record came through `extra` and is a field of its own.
 _RECORD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
@@ -54,7 +58,12 @@ class RequestIdFilter(logging.Filter):
 
 def redact(text):
     """`text` without tokens and without the request bytes gunicorn quotes when it refuses a header."""
-    return REFUSED_BYTES.sub(REDACTED_BYTES, TOKEN.sub(REDACTED_TOKEN, text))
+    # Substring tests first: every request writes an access line, and most lines hold neither.
+    if "sv_" in text:
+        text = TOKEN.sub(REDACTED_TOKEN, text)
+    if "'" in text or '"' in text:
+        text = REFUSED_BYTES.sub(REDACTED_BYTES, text)
+    return text
 
 
 def _escape_control(match):
@@ -67,11 +76,14 @@ class RedactFilter(logging.Filter):
     def filter(self, record):
         """Always keeps the record, rewritten when it held any of those."""
         message = record.getMessage()
-        cleaned = CONTROL.sub(_escape_control, redact(message))
+        cleaned = redact(message)
+        if not cleaned.isprintable():
+            cleaned = CONTROL.sub(_escape_control, cleaned)
         if cleaned != message:
             record.msg, record.args = cleaned, None
-        for key, value in vars(record).items():
-            if key not in _RECORD_ATTRIBUTES and isinstance(value, str) and TOKEN.search(value):
+        for key in vars(record).keys() - _RECORD_ATTRIBUTES:  # the fields given as `extra`
+            value = getattr(record, key)
+            if isinstance(value, str) and "sv_" in value:
                 setattr(record, key, TOKEN.sub(REDACTED_TOKEN, value))
         if record.exc_info:  # formatted once here, so that every handler writes the redacted text
             record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
@@ -160,9 +172,10 @@ class GunicornLogger(glogging.Logger):
         if not self.access_log_enabled:
             return
         fields = access_fields(resp, environ, request_time)
-        text = " ".join(f"{key}={_text_value(value)}" for key, value in fields.items()
-                        if key not in ("remote_addr", "method", "path"))
-        message = " ".join(_text_value(fields[key]) for key in ("remote_addr", "method", "path")) + " " + text
+        shown = {key: _text_value(value) if key in FROM_REQUEST else "-" if value is None else value
+                 for key, value in fields.items()}
+        text = " ".join(f"{key}={value}" for key, value in shown.items() if key not in FROM_REQUEST)
+        message = f"{shown['remote_addr']} {shown['method']} {shown['path']} {text}"
         self.access_log.info(message, extra=fields)
 
 
@@ -179,8 +192,10 @@ def _text_value(value):
     """A field of the text access line: `-` for none, else percent-encoded beyond what a URL path holds as is."""
     if value is None:
         return "-"
+    if _WRITTEN_AS_IS.fullmatch(value):
+        return value
     # WSGI strings are the request's bytes read as latin-1: encoded back, they are what the client sent.
-    return quote(str(value).encode("latin-1", "backslashreplace"), safe=URL_AS_IS)
+    return quote(value.encode("latin-1", "backslashreplace"), safe=URL_AS_IS)
 
 
 def _status_code(resp):
