@@ -149,7 +149,7 @@ def _locked(folder, operation):
 
 
 def merge_dead_process(pid, folder=None):
-    """Add a dead process's counters and histograms to the merged files, then remove every file of it."""
+    """Add a dead process's counters and histograms to the merged files and remove them; its live gauges go too."""
     folder = folder or os.environ["PROMETHEUS_MULTIPROC_DIR"]
     with _locked(folder, fcntl.LOCK_EX):
         for kind in ADDITIVE_TYPES:

@@ -77,7 +77,8 @@ def test_no_token_or_control_character_is_written_in_a_message_a_field_or_a_trac
     if log_format == "json":
         [entry] = [json.loads(line) for line in written.splitlines()]
         assert (entry["message"], entry["path"]) == ("seen sv_[redacted] at\\x0a\\x1b[2J", "/sv_[redacted]")
-        assert entry["exception"].startswith("Traceback") and entry["exception"].endswith("ValueError: bad sv_[redacted]")
+        assert entry["exception"].startswith("Traceback")
+        assert entry["exception"].endswith("ValueError: bad sv_[redacted]")
     else:
         first, *traceback = written.splitlines()
         assert first.endswith(" ERROR tests.redacted seen sv_[redacted] at\\x0a\\x1b[2J")
