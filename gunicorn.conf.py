@@ -19,6 +19,10 @@ limit_request_line = 8190
 # default bounds any one header line, and the header count, well above what a client needs.
 limit_request_field_size = 8190
 limit_request_fields = 100
+# gunicorn takes SCRIPT_NAME and PATH_INFO from request headers when the peer is a trusted proxy (127.0.0.1
+# by default), and a proxy passes its clients' headers on: none is taken, so a header named with "_" is
+# dropped (gunicorn's header_map) and no client moves the application's root or makes a 500 by trying.
+forwarder_headers = ""
 
 # The access log, on by default: one line per request with its route, status, duration, request id and
 # token id (logs.GunicornLogger), in the LOG_FORMAT setting's format like every other line.
@@ -74,10 +78,13 @@ def post_worker_init(worker):
 
 
 def child_exit(server, worker):
-    """A worker's live gauges go with it; its counters stay in the sums."""
-    from prometheus_client import multiprocess
+    """A dead worker's counts are merged into the kept files (its own files go; its live gauges with them)."""
+    from api import metrics
 
-    multiprocess.mark_process_dead(worker.pid)
+    try:
+        metrics.merge_dead_process(worker.pid)
+    except Exception:  # an exception here would stop the master (Arbiter.reap_workers)
+        server.log.exception("could not merge the metrics of worker %s", worker.pid)
 
 
 def when_ready(server):

@@ -6,7 +6,9 @@ names `logs.GunicornLogger` so that gunicorn's own lines and its access log foll
 import contextvars
 import json
 import logging
+import re
 import time
+from urllib.parse import quote
 
 from gunicorn import glogging
 
@@ -20,6 +22,25 @@ ENVIRON_ROUTE = "shiptrack.route"
 ENVIRON_TOKEN_ID = "shiptrack.token_id"
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+# A token as `tokens create` makes it: never written to a log, wherever a client put it (a path, a bad header).
+TOKEN = re.compile(r"sv_[A-Za-z0-9]{40}")
+REDACTED_TOKEN = "sv_[redacted]"
+# gunicorn's messages quoting a header line, a header's name or value, or unread bytes it refused
+# (gunicorn/http/errors.py): a malformed line may hold a credential in any form, so the quote goes whole.
+REFUSED_BYTES = re.compile(
+    r"(Invalid HTTP Header|Invalid HTTP header name|Obsolete line folding is unacceptable|Unsupported transfer "
+    r"coding|Unable to comply with expectation|No more data after|Expected HTTP/2 connection preface, got)"
+    r"""(:? )b?(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
+REDACTED_BYTES = r"\1\2[not shown]"
+# C0, DEL and C1 controls: a newline forges a line, ESC drives a terminal, NUL makes grep call a log binary.
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# What a URL path carries as it is (RFC 3986's pchar and "/"): any other character of a value taken from the
+# request (a space, a control, "%", a byte beyond ASCII) is percent-encoded in the text access line.
+URL_AS_IS = "/:@!$&'()*+,;=-._~"
+_WRITTEN_AS_IS = re.compile(f"[A-Za-z0-9{re.escape(URL_AS_IS)}]*")
+# The access fields a client chooses (the address too, through a trusted proxy's header); the others are the
+# service's own (a route is a URL rule, a probe's path or `unmatched`).
+FROM_REQUEST = frozenset({"remote_addr", "method", "path"})
 FORMATS = ("text", "json")
 # LogRecord's own attributes; anything else on a record came through `extra` and is a field of its own.
 _RECORD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
@@ -32,6 +53,43 @@ class RequestIdFilter(logging.Filter):
         """Always keeps the record."""
         if getattr(record, "request_id", None) is None:
             record.request_id = REQUEST_ID.get()
+        return True
+
+
+def redact(text):
+    """`text` without tokens and without the request bytes gunicorn quotes when it refuses a header."""
+    # Substring tests first: every request writes an access line, and most lines hold neither.
+    if "sv_" in text:
+        text = TOKEN.sub(REDACTED_TOKEN, text)
+    if "'" in text or '"' in text:
+        text = REFUSED_BYTES.sub(REDACTED_BYTES, text)
+    return text
+
+
+def _escape_control(match):
+    return f"\\x{ord(match.group()):02x}"
+
+
+class RedactFilter(logging.Filter):
+    """Keeps tokens, refused header lines and control characters out of every line (message, fields, traceback)."""
+
+    def filter(self, record):
+        """Always keeps the record, rewritten when it held any of those."""
+        message = record.getMessage()
+        cleaned = redact(message)
+        if not cleaned.isprintable():
+            cleaned = CONTROL.sub(_escape_control, cleaned)
+        if cleaned != message:
+            record.msg, record.args = cleaned, None
+        for key in vars(record).keys() - _RECORD_ATTRIBUTES:  # the fields given as `extra`
+            value = getattr(record, key)
+            if isinstance(value, str) and "sv_" in value:
+                setattr(record, key, TOKEN.sub(REDACTED_TOKEN, value))
+        if record.exc_info:  # formatted once here, so that every handler writes the redacted text
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+            record.exc_info = None
+        elif record.exc_text:
+            record.exc_text = redact(record.exc_text)
         return True
 
 
@@ -81,10 +139,11 @@ def make_formatter(log_format):
 
 
 def make_handler(log_format, stream=None):
-    """A stream handler (stderr) with the format and the request-id filter."""
+    """A stream handler (stderr) with the format, the request-id filter and the redacting one."""
     handler = logging.StreamHandler(stream)
     handler.setFormatter(make_formatter(log_format))
     handler.addFilter(RequestIdFilter())
+    handler.addFilter(RedactFilter())
     return handler
 
 
@@ -101,6 +160,7 @@ class GunicornLogger(glogging.Logger):
                 if log_format == "json":
                     handler.setFormatter(make_formatter(log_format))
                 handler.addFilter(RequestIdFilter())
+                handler.addFilter(RedactFilter())
 
     def access(self, resp, req, environ, request_time):
         """One line per request: who, method, path, route, status, duration, request id, token id, bytes.
@@ -112,9 +172,10 @@ class GunicornLogger(glogging.Logger):
         if not self.access_log_enabled:
             return
         fields = access_fields(resp, environ, request_time)
-        text = " ".join(f"{key}={'-' if value is None else value}" for key, value in fields.items()
-                        if key not in ("remote_addr", "method", "path"))
-        message = f"{fields['remote_addr']} {fields['method']} {fields['path']} {text}"
+        shown = {key: _text_value(value) if key in FROM_REQUEST else "-" if value is None else value
+                 for key, value in fields.items()}
+        text = " ".join(f"{key}={value}" for key, value in shown.items() if key not in FROM_REQUEST)
+        message = f"{shown['remote_addr']} {shown['method']} {shown['path']} {text}"
         self.access_log.info(message, extra=fields)
 
 
@@ -125,6 +186,16 @@ def access_fields(resp, environ, request_time):
             "status": _status_code(resp), "duration_ms": round(request_time.total_seconds() * 1000, 2),
             "request_id": environ.get(ENVIRON_REQUEST_ID), "token_id": environ.get(ENVIRON_TOKEN_ID),
             "bytes": getattr(resp, "sent", None)}
+
+
+def _text_value(value):
+    """A field of the text access line: `-` for none, else percent-encoded beyond what a URL path holds as is."""
+    if value is None:
+        return "-"
+    if _WRITTEN_AS_IS.fullmatch(value):
+        return value
+    # WSGI strings are the request's bytes read as latin-1: encoded back, they are what the client sent.
+    return quote(value.encode("latin-1", "backslashreplace"), safe=URL_AS_IS)
 
 
 def _status_code(resp):

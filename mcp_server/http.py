@@ -113,8 +113,8 @@ def non_finite_number(body):
     except NonFiniteNumber as error:
         return Response(json.dumps({"jsonrpc": "2.0", "id": None, "error": {
             "code": PARSE_ERROR, "message": f"Parse error: {error}"}}), status=400, mimetype="application/json")
-    except ValueError:
-        pass  # not JSON at all: the SDK answers its own parse error
+    except (ValueError, RecursionError):
+        pass  # not JSON at all, or nested deeper than Python reads: the SDK answers its own parse error
     return None
 
 

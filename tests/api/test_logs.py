@@ -57,3 +57,29 @@ def test_text_lines_end_with_the_request_id():
 def test_an_unknown_log_format_is_refused():
     with pytest.raises(ValueError, match="SHIPTRACK_LOG_FORMAT must be one of text, json, not 'xml'"):
         logs.make_formatter("xml")
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_no_token_or_control_character_is_written_in_a_message_a_field_or_a_traceback(log_format):
+    stream = io.StringIO()
+    handler = logs.make_handler(log_format, stream)
+    logger = logging.getLogger("tests.redacted")
+    logger.addHandler(handler)
+    token = "sv_" + "a1" * 20
+    try:
+        raise ValueError(f"bad {token}")
+    except ValueError:
+        logger.exception("seen %s at\n%s", token, "\x1b[2J", extra={"path": f"/{token}"})
+    finally:
+        logger.removeHandler(handler)
+    written = stream.getvalue()
+    assert token not in written and "\x1b" not in written
+    if log_format == "json":
+        [entry] = [json.loads(line) for line in written.splitlines()]
+        assert (entry["message"], entry["path"]) == ("seen sv_[redacted] at\\x0a\\x1b[2J", "/sv_[redacted]")
+        assert entry["exception"].startswith("Traceback")
+        assert entry["exception"].endswith("ValueError: bad sv_[redacted]")
+    else:
+        first, *traceback = written.splitlines()
+        assert first.endswith(" ERROR tests.redacted seen sv_[redacted] at\\x0a\\x1b[2J")
+        assert traceback[0] == "Traceback (most recent call last):" and traceback[-1] == "ValueError: bad sv_[redacted]"

@@ -42,16 +42,18 @@ def wait_listening(process, port, name, output, seconds=30):
 
 
 @contextmanager
-def gunicorn(database_url, tmp_path, workers=1, **settings):
+def gunicorn(database_url, tmp_path, workers=1, options=(), **settings):
     """The service under gunicorn with the project's gunicorn.conf.py on 127.0.0.1; yields its base URL.
 
-    `settings` become SHIPTRACK_<KEY> variables (JSON values); the logs go to tmp_path.
+    `options` are more command-line options; `settings` become SHIPTRACK_<KEY> variables (JSON values);
+    the logs go to tmp_path.
     """
     port = free_port()
     env = {**os.environ, "DATABASE_URL": database_url,
            **{f"SHIPTRACK_{key}": json.dumps(value) for key, value in settings.items()}}
     command = [str(Path(sys.executable).parent / "gunicorn"), "-c", "gunicorn.conf.py", "-w", str(workers),
-               "-b", f"127.0.0.1:{port}", "--error-logfile", str(tmp_path / "gunicorn.log"), "app:create_app()"]
+               "-b", f"127.0.0.1:{port}", "--error-logfile", str(tmp_path / "gunicorn.log"), *options,
+               "app:create_app()"]
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_listening(process, port, "gunicorn", lambda: (tmp_path / "gunicorn.log").read_text())
