@@ -72,15 +72,16 @@ def within(seconds):
 
 def _limit(conn):
     # (seconds, whether passing it opens the breaker, what it is) of this wait: the shortest that applies.
-    limits = [(_seconds, True, _name)]
+    limit = (_seconds, True, _name)
     if conn.status == psycopg2.extensions.STATUS_SETUP:
         # A connection being made: libpq keeps connect_timeout only when it waits by itself.
-        timeout = psycopg2.extensions.parse_dsn(conn.dsn).get("connect_timeout")
-        if timeout and float(timeout) > 0:
-            limits.append((float(timeout), True, "connect_timeout"))
-    if getattr(_local, "within", None):
-        limits.append((_local.within, False, None))
-    return min(limits, key=lambda limit: limit[:2])
+        timeout = float(psycopg2.extensions.parse_dsn(conn.dsn).get("connect_timeout") or 0)
+        if 0 < timeout <= limit[0]:
+            limit = (timeout, True, "connect_timeout")
+    within_seconds = getattr(_local, "within", None)
+    if within_seconds and within_seconds < limit[0]:
+        limit = (within_seconds, False, None)
+    return limit
 
 
 def _wait(conn):

@@ -113,3 +113,36 @@ def test_a_watcher_stopped_while_the_database_hangs_exits_within_its_lease(conn,
         {"state": "in_flight", "count": count}]
     assert _rows(conn, "SELECT state, count(*) FROM webhook_deliveries GROUP BY 1") == [
         {"state": "pending", "count": count}]
+
+
+@pytest.mark.slow
+def test_a_hung_listen_database_does_not_hold_every_turn(conn, database_url, receiver, ca_bundle):
+    """DATABASE_LISTEN_URL hangs: each try to listen waits the connect timeout, so it is tried again only
+    after a backoff, and new events are found by polling meanwhile (about a second late)."""
+    org = make_org(conn, "acme")
+    add_endpoint(conn, org, receiver.url("/ok", host="127.0.0.1"))
+    with conn.cursor() as cur:
+        cur.execute("INSERT INTO shipments (organization_id) VALUES (%s) RETURNING id", (org,))
+        sid = cur.fetchone()["id"]
+    proxy = proxy_to(database_url).start()
+    proxy.hang()
+    process = pass_process(database_url, ca_bundle, "--watch", DATABASE_LISTEN_URL=proxy.url(database_url),
+                           DELIVERY_CONNECT_TIMEOUT=3)
+    output = Output(process)
+    delays = []
+    try:
+        for status in ("validated", "error", "validated", "in_transit", "arrived"):
+            with conn.cursor() as cur:
+                cur.execute("UPDATE shipments SET status = %s WHERE id = %s", (status, sid))
+            committed, count = time.time(), len(delays) + 1
+            assert wait_for(lambda: len(receiver.requests) >= count, 30), output.since(0)
+            delays.append(receiver.requests[-1]["arrived"] - committed)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(60)
+        proxy.stop()
+    output.thread.join(10)
+    process.stdout.close()
+    assert process.returncode == 0, output.since(0)
+    # Each turn held for the connect timeout would make every delay about 3 s or more.
+    assert sorted(delays)[2] < 2.5, delays
