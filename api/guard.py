@@ -21,7 +21,7 @@ NOT_MODIFIED = "not_modified_"
 NOT_MODIFIED_TIMES = 10
 # The longest the count of a public request waits for the database (where a deadline is kept: gunicorn's
 # workers, models/deadline.py): the description and its page are bytes the process holds.
-PUBLIC_WAIT_SECONDS = 1.0
+PUBLIC_WAIT_SECONDS = 0.5
 
 
 @dataclass(frozen=True, slots=True)
