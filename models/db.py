@@ -225,10 +225,9 @@ def checkout(target):
     will), and at once while the database is taken for not answering (models/breaker.py), unless this
     checkout is the one that finds out whether it answers again.
     """
-    pool = get_pool(target)
     if breaker.admit():
-        return _probe(pool)
-    return _take(pool)
+        return _probe(get_pool(target))
+    return _take(get_pool(target))
 
 
 def _take(pool):

@@ -167,3 +167,18 @@ def test_a_command_whose_statements_never_reach_the_database_gives_up_in_one_lin
     assert lines == ["Error: the database stopped answering (nothing was committed): the database did not answer "
                      "within 4 s (CLI_STATEMENT_TIMEOUT + 3 s)"], result.stderr
     assert seconds < 20, seconds
+
+
+def test_a_forked_worker_starts_with_the_breaker_closed():
+    """Per process: gunicorn forks its workers, and each finds out for itself."""
+    breaker.opened("the test's outage")
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: exit at once, saying what it sees
+            os._exit(1 if breaker.is_open() else 0)
+        assert os.waitpid(pid, 0)[1] == 0, "the child saw the parent's open breaker"
+        assert breaker.is_open()
+        with pytest.raises(db.DatabaseUnavailable, match="the test's outage"):
+            db.checkout(db.Target("postgresql://127.0.0.1:1/none"))
+    finally:
+        breaker.probed(True)
