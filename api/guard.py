@@ -7,7 +7,7 @@ from flask import current_app, g, request
 from api import versions
 from api.context import first_statements, get_conn
 from api.errors import InvalidParameter, InvalidToken, InvalidVersion, MissingToken, RateLimited, RequestTooLarge
-from models import db, organizations, rate_limits, tokens
+from models import breaker, db, deadline, organizations, rate_limits, tokens
 
 # Endpoints that need no token (they still count toward the per-IP limit without a token).
 PUBLIC_ENDPOINTS = {"openapi.get_openapi_document", "docs_page.get_docs_page", "docs_page.get_docs_asset"}
@@ -19,6 +19,9 @@ COUNTED_BY = "shiptrack.counted_by"
 # and the limit's bucket. A RATE_LIMITS setting written without one gets NOT_MODIFIED_TIMES the limit.
 NOT_MODIFIED = "not_modified_"
 NOT_MODIFIED_TIMES = 10
+# The longest the count of a public request waits for the database (where a deadline is kept: gunicorn's
+# workers, models/deadline.py): the description and its page are bytes the process holds.
+PUBLIC_WAIT_SECONDS = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,13 +50,17 @@ def guard_request():
     g.rate_limit_counted = None
     token = bearer_token()
     public = request.routing_exception is None and request.endpoint in PUBLIC_ENDPOINTS
+    # The description and its page need no database: while it is away, or taken for not answering
+    # (models/breaker.py), they are served at once, uncounted (no RateLimit headers); everything else
+    # is 503 (docs/authentication.md).
+    if public and breaker.is_open():
+        return
     try:
-        authentication = request.environ.get(COUNTED_BY) or first_statements(
-            lambda conn: authenticate_and_count(conn, token))
+        with deadline.within(PUBLIC_WAIT_SECONDS if public else None):
+            authentication = request.environ.get(COUNTED_BY) or first_statements(
+                lambda conn: authenticate_and_count(conn, token))
     except db.DatabaseUnavailable:
         if public:
-            # The description and its page need no database: while it is away they are served
-            # uncounted (no RateLimit headers); everything else is 503 (docs/authentication.md).
             return
         raise
     g.authentication = authentication

@@ -13,7 +13,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from api import metrics
 from api.errors import UNKNOWN_ROUTE_MESSAGE, MethodNotAllowedError, ServiceUnavailable, UnknownRoute
-from models import db, migrations, monitoring
+from models import db, deadline, migrations, monitoring
 
 # A load balancer checks every second or two, from every balancer to every worker: one statement a
 # second per worker at most, whatever the number of checks.
@@ -65,6 +65,13 @@ class Probes:
 
     def _check_ready(self):
         url, timeout = self.database, self.config["PROBE_TIMEOUT_SECONDS"]
+        # The timeout bounds the client's waits too (models/deadline.py), the connection's included: a
+        # database that accepts connections and never answers is "not ready" within it, and at once
+        # while the breaker is open (models/breaker.py), unless this check is the one that finds out.
+        with deadline.within(timeout):
+            return self._ask_ready(url, timeout)
+
+    def _ask_ready(self, url, timeout):
         try:
             conn = db.checkout(url)
         except db.DatabaseUnavailable:

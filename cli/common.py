@@ -6,26 +6,42 @@ import psycopg2
 from flask import current_app
 
 from api.ids import parse_id
-from models import db, organizations
+from models import db, deadline, organizations
 
 
 @contextmanager
 def transaction():
     """A connection whose work is committed when the block ends without error.
 
-    A database that cannot be reached (a wrong URL, a server away) is a one-line error for every
-    command, not a traceback.
+    A database that cannot be reached (a wrong URL, a server away, one that never answers: the connect
+    timeout) is a one-line error for every command, not a traceback, and so is one lost or not
+    answering during the command. With a statement timeout (CLI_STATEMENT_TIMEOUT), a statement that
+    never reaches the server (queued in a pooler) is given up a little after it too (models/deadline.py).
     """
+    target = db.Target.from_config(current_app.config, "cli")
+    with deadline.installed(*deadline.beyond(target.statement_timeout, "CLI_STATEMENT_TIMEOUT")):
+        try:
+            conn = db.connect(target)
+        except psycopg2.Error as error:           # refused, unreachable, or not a URL at all (ProgrammingError)
+            setup = "a setup error (to fix: it does not pass by itself): " if db.classify(error) == db.SETUP else ""
+            raise click.ClickException(f"cannot connect to the database: {setup}{db.describe(error)}") from None
+        try:
+            with _lost_in_one_line(conn, "nothing was committed"):
+                yield conn
+            with _lost_in_one_line(conn, "whether the command's changes were committed is unknown"):
+                conn.commit()
+        finally:
+            conn.close()
+
+
+@contextmanager
+def _lost_in_one_line(conn, outcome):
     try:
-        conn = db.connect(db.Target.from_config(current_app.config, "cli"))
-    except psycopg2.Error as error:           # refused, unreachable, or not a URL at all (ProgrammingError)
-        setup = "a setup error (to fix: it does not pass by itself): " if db.classify(error) == db.SETUP else ""
-        raise click.ClickException(f"cannot connect to the database: {setup}{db.describe(error)}") from None
-    try:
-        yield conn
-        conn.commit()
-    finally:
-        conn.close()
+        yield
+    except (psycopg2.OperationalError, psycopg2.InterfaceError) as error:
+        if db.classify(error, conn) == db.STATEMENT:
+            raise
+        raise click.ClickException(f"the database stopped answering ({outcome}): {db.describe(error)}") from None
 
 
 def require_organization(conn, slug):

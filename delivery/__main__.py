@@ -10,7 +10,7 @@ from delivery import metrics as delivery_metrics
 from delivery.secret_key import SecretKeyError, check_at_start
 from delivery.settings import Settings
 from delivery.worker import DatabaseUnavailable, Dispatcher
-from models import db
+from models import db, deadline
 from models.db import DatabaseSetupError
 
 
@@ -30,6 +30,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     settings = read_settings()
+    # A database that stops answering ends a wait a little after the statement timeout (a connect at its
+    # connect timeout), and the link reconnects with backoff, keeping what finished (models/deadline.py).
+    deadline.install(*deadline.beyond(settings.target.statement_timeout, "DELIVERY_STATEMENT_TIMEOUT"))
     config = load_config()
     configure_logging(config["LOG_FORMAT"])
     delivery_metrics.serve(config)

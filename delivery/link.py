@@ -51,7 +51,7 @@ RECONNECTED = Reconnected.RECONNECTED
 
 
 class Patience:
-    """How long a lost connection is waited for; `deadline()` is read when the loss is found."""
+    """How long a lost connection is waited for; `deadline()` is read when the loss is found (and while None)."""
 
     def deadline(self, link):
         """The monotonic time past which reconnecting gives up (DatabaseUnavailable), or None: never."""
@@ -115,24 +115,29 @@ class Link:
         except (psycopg2.OperationalError, psycopg2.InterfaceError) as error:
             if not connection_lost(error, self.conn):
                 raise
-            self.reconnect(error, patience.deadline(self))
+            self.reconnect(error, patience)
             return RECONNECTED
 
-    def reconnect(self, error, deadline):
-        """Replace a lost connection, waiting with backoff; DatabaseUnavailable past `deadline` (monotonic)."""
+    def reconnect(self, error, patience):
+        """Replace a lost connection, waiting with backoff; DatabaseUnavailable past the patience's deadline.
+
+        A patience without a deadline is asked again at each try (a watcher told to stop meanwhile has one).
+        """
         self.state = LinkState.RECONNECTING
-        log.warning("database connection lost, reconnecting; %s requests in flight and %s outcomes kept "
-                    "error=%r", *self.kept(), str(error).strip())
+        what = "not answering" if db.classify(error) == db.TIMEOUT else "connection lost"
+        log.warning("database %s, reconnecting; %s requests in flight and %s outcomes kept error=%r",
+                    what, *self.kept(), str(error).strip())
         try:
             self.conn.close()
         except psycopg2.Error:
             pass
-        wait = RECONNECT_FIRST_SECONDS
+        wait, deadline = RECONNECT_FIRST_SECONDS, patience.deadline(self)
         while True:
             try:
                 self.conn = self._connect()
             except psycopg2.OperationalError as failure:
                 connection_lost(failure)  # raises on a setup error
+                deadline = patience.deadline(self) if deadline is None else deadline
                 if deadline is not None and time.monotonic() + wait > deadline:
                     self.state = LinkState.UNAVAILABLE
                     raise DatabaseUnavailable(str(failure).strip()) from None

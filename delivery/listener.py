@@ -1,12 +1,17 @@
 """What `--watch` hears: a connection LISTENing on the channel the outbox triggers NOTIFY (schema.sql,
 `pg_notify('webhook_events', '')` when an event is written), made again whenever it was lost."""
 import logging
+import time
 
 import psycopg2
 
 from models import db
 
 CHANNEL = "webhook_events"
+# After a failed try, listening is tried again after this long, doubling up to the cap: a database that
+# does not answer holds each try for the connect timeout, and meanwhile new events are found by polling.
+RETRY_FIRST_SECONDS = 5.0
+RETRY_MAX_SECONDS = 60.0
 log = logging.getLogger("delivery")
 
 
@@ -16,6 +21,7 @@ class Listener:
     def __init__(self, target):
         self.target = target
         self.conn = None
+        self._retry_at, self._retry_wait = 0.0, RETRY_FIRST_SECONDS  # when to try again; the wait after that
         # A notification goes to the session that listens; a transaction pooler gives that session to
         # other clients between transactions, so LISTEN through it hears nothing, silently.
         self.deaf = target.pooler == "transaction"
@@ -25,7 +31,7 @@ class Listener:
 
     def connect(self):
         """Listen on a new connection; True when listening (then anything committed meanwhile is news)."""
-        if self.deaf:
+        if self.deaf or time.monotonic() < self._retry_at:
             return False
         try:
             conn = db.connect(self.target)
@@ -36,8 +42,10 @@ class Listener:
             if db.classify(error) == db.SETUP:
                 log.error("cannot LISTEN, a setup error (new events are found by polling): %s", db.describe(error))
                 self.deaf = True
+            self._retry_at = time.monotonic() + self._retry_wait
+            self._retry_wait = min(RETRY_MAX_SECONDS, self._retry_wait * 2)
             return False
-        self.conn = conn
+        self.conn, self._retry_at, self._retry_wait = conn, 0.0, RETRY_FIRST_SECONDS
         return True
 
     def heard(self):

@@ -15,6 +15,7 @@ import psycopg2
 import psycopg2.extensions
 import psycopg2.pool
 
+from models import breaker, deadline
 from models.cursors import Connection, Cursor, Prepared  # noqa: F401
 from models.db_errors import (LOST, SETUP, STATEMENT, TIMEOUT, DatabaseSetupError,  # noqa: F401
                               DatabaseUnavailable, classify, describe, is_disconnect, unavailable)
@@ -153,6 +154,14 @@ class Pool:
         if not keep:
             conn.close()
 
+    def drop_idle(self):
+        """Close the idle connections (the lent ones come back as usual)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+            self._open -= len(idle)
+        for conn in idle:
+            conn.close()
+
     def close(self):
         """Close the idle connections now and each lent one when it comes back."""
         with self._lock:
@@ -212,9 +221,16 @@ def looks_alive(conn):
 def checkout(target):
     """A connection from the process's pool that looks alive; dead ones are closed and dropped from the pool.
 
-    Raises DatabaseUnavailable when a new connection cannot be made (DatabaseSetupError when it never will).
+    Raises DatabaseUnavailable when a new connection cannot be made (DatabaseSetupError when it never
+    will), and at once while the database is taken for not answering (models/breaker.py), unless this
+    checkout is the one that finds out whether it answers again.
     """
-    pool = get_pool(target)
+    if breaker.admit():
+        return _probe(get_pool(target))
+    return _take(get_pool(target))
+
+
+def _take(pool):
     try:
         # The pool keeps few idle connections; every one may have died in the same outage.
         for _attempt in range(pool.target.pool_size + 1):
@@ -227,6 +243,32 @@ def checkout(target):
     except psycopg2.Error as error:
         raise unavailable(error) from error
     raise DatabaseUnavailable("every pooled connection was dead")
+
+
+def _probe(pool):
+    # The breaker's probe: a new connection (an idle one may lead to a server that is gone, and taking
+    # it asks nothing) and one statement on it (a pooler answers a connection by itself), all within
+    # the connect timeout. Its outcome closes the breaker or keeps it open, whatever happens.
+    answered, reason = False, ""
+    try:
+        pool.drop_idle()
+        with deadline.within(pool.target.connect_timeout or None):
+            conn = _take(pool)
+            try:
+                autocommit, conn.autocommit = conn.autocommit, True  # one round trip: no BEGIN
+                with conn.cursor(cursor_factory=psycopg2.extensions.cursor) as cur:
+                    cur.execute("SELECT 1")
+                conn.autocommit = autocommit
+            except psycopg2.Error as error:
+                pool.put(conn, close=True)
+                raise unavailable(error) from error
+        answered = True
+        return conn
+    except DatabaseUnavailable as error:
+        reason = str(error)
+        raise
+    finally:
+        breaker.probed(answered, reason)
 
 
 def checkin(target, conn, broken=False):

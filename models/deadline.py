@@ -6,27 +6,88 @@ server that stopped answering never reaches it, and the request would hang until
 worker. psycopg2's wait callback lets the process wait on the connection's socket itself: this one
 waits at most the deadline for each answer, then gives up. psycopg2 closes a connection whose wait
 failed, so it leaves the pool, and the error is a QueryCanceledError, which models.db_errors counts
-as a TIMEOUT (the API answers 503). Installed in gunicorn's workers only (gunicorn.conf.py): a wait
-callback runs every statement through psycopg2's asynchronous mode, which has no COPY (the seed's).
+as a TIMEOUT (the API answers 503). Passing the process's deadline, or a connect's `connect_timeout`,
+opens the circuit breaker (models/breaker.py): the database is taken for not answering. Installed in
+gunicorn's workers (gunicorn.conf.py) and the delivery process: a wait callback runs every statement
+through psycopg2's asynchronous mode, which has no COPY (the seed's).
 """
 import select
+import threading
 import time
+from contextlib import contextmanager
 
 import psycopg2.extensions
 
-_seconds = None
+from models import breaker
+
+# Above a statement timeout of the server's, the time its answer (an error) has to arrive.
+MARGIN_SECONDS = 3
+
+_seconds, _name = None, ""
+_local = threading.local()  # .within: a shorter deadline for this thread's current block (within())
 
 
-def install(seconds):
-    """Every wait of this process's connections for the database lasts at most `seconds` (None or 0: no limit)."""
-    global _seconds
-    _seconds = float(seconds) if seconds else None
+def install(seconds, name="DATABASE_CLIENT_TIMEOUT"):
+    """Every wait of this process's connections for the database lasts at most `seconds` (None or 0: no limit).
+
+    `name` says where the number comes from, in the error past it.
+    """
+    global _seconds, _name
+    _seconds, _name = (float(seconds) if seconds else None), name
     psycopg2.extensions.set_wait_callback(_wait if _seconds else None)
+
+
+@contextmanager
+def installed(seconds, name):
+    """install(seconds, name) for the block; then the deadline as it was."""
+    before = _seconds, _name
+    install(seconds, name)
+    try:
+        yield
+    finally:
+        install(*before)
+
+
+def beyond(statement_timeout, name):
+    """(seconds, name) of a deadline a little above a statement timeout (None when it is 0: no deadline)."""
+    if not statement_timeout:
+        return None, name
+    return statement_timeout + MARGIN_SECONDS, f"{name} + {MARGIN_SECONDS} s"
+
+
+@contextmanager
+def within(seconds):
+    """In the block, each wait of this thread lasts at most `seconds` (None: no shorter than otherwise).
+
+    For an answer that is worth less than the wait (a count the description can do without, a
+    readiness check): passing this deadline does not open the breaker. Only where install() was called.
+    """
+    outer = getattr(_local, "within", None)
+    _local.within = min(seconds, outer or seconds) if seconds else outer
+    try:
+        yield
+    finally:
+        _local.within = outer
+
+
+def _limit(conn):
+    # (seconds, whether passing it opens the breaker, what it is) of this wait: the shortest that applies.
+    limit = (_seconds, True, _name)
+    if conn.status == psycopg2.extensions.STATUS_SETUP:
+        # A connection being made: libpq keeps connect_timeout only when it waits by itself.
+        timeout = float(psycopg2.extensions.parse_dsn(conn.dsn).get("connect_timeout") or 0)
+        if 0 < timeout <= limit[0]:
+            limit = (timeout, True, "connect_timeout")
+    within_seconds = getattr(_local, "within", None)
+    if within_seconds and within_seconds < limit[0]:
+        limit = (within_seconds, False, None)
+    return limit
 
 
 def _wait(conn):
     """psycopg2's wait callback: poll the connection until its operation is done or the deadline passes."""
-    deadline = time.monotonic() + _seconds
+    seconds, opens, name = _limit(conn)
+    deadline = time.monotonic() + seconds
     while True:
         state = conn.poll()
         if state == psycopg2.extensions.POLL_OK:
@@ -41,5 +102,9 @@ def _wait(conn):
                 raise psycopg2.OperationalError(f"bad state from poll: {state}")
             if ready:
                 continue
-        raise psycopg2.extensions.QueryCanceledError(
-            f"the database did not answer within {_seconds:g} s (DATABASE_CLIENT_TIMEOUT)")
+        message = f"the database did not answer within {seconds:g} s" + (f" ({name})" if name else "")
+        if name == "connect_timeout":
+            message = "timeout expired: " + message  # libpq's own words when it keeps connect_timeout
+        if opens:
+            breaker.opened(message)
+        raise psycopg2.extensions.QueryCanceledError(message)

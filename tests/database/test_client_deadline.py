@@ -1,19 +1,18 @@
 """The worker's own deadline (models/deadline.py): a statement that never reaches the database, queued in
 a transaction pooler whose every server connection is taken, is a JSON 503 after DATABASE_CLIENT_TIMEOUT
 instead of a request that hangs until gunicorn kills the worker; the same worker answers once the pooler
-has a connection again."""
+has a connection again (after the breaker's probe finds it so)."""
 import time
 
 import psycopg2
 import pytest
 import requests
 
-from models import deadline
 from tests.support.apps import NO_RATE_LIMITS
 from tests.support.factories import auth, make_org, make_token
-from tests.support.outages import assert_unavailable
+from tests.support.outages import assert_unavailable, client_deadline
 from tests.support.pgbouncer import PgBouncer
-from tests.support.processes import gunicorn
+from tests.support.processes import gunicorn, wait_for
 
 
 @pytest.fixture
@@ -44,8 +43,17 @@ def test_a_statement_queued_in_the_pooler_is_a_503_after_the_client_timeout(data
         finally:
             holder.rollback()
             holder.close()
-        again = requests.get(base + "/organization", headers=auth(token), timeout=30)
-        assert (again.status_code, again.json()["id"]) == (200, first.json()["id"])
+        # Meanwhile the breaker is open (models/breaker.py): the next requests are 503 at once until one
+        # of them finds the database answering, within seconds.
+        again = []
+
+        def answered():
+            again.append(requests.get(base + "/organization", headers=auth(token), timeout=30))
+            return again[-1].status_code == 200
+        assert wait_for(answered, 12), again[-1].json()
+        assert again[-1].json()["id"] == first.json()["id"]
+        for response in again[:-1]:
+            assert_unavailable(response)
     assert "WORKER TIMEOUT" not in (tmp_path / "gunicorn.log").read_text()
 
 
@@ -54,14 +62,13 @@ def test_the_deadline_is_a_timeout_and_closes_the_connection(database_url):
 
     conn = db.connect(database_url)
     conn.autocommit = True
-    deadline.install(0.5)
     try:
-        with pytest.raises(psycopg2.extensions.QueryCanceledError) as caught, conn.cursor() as cur:
+        with client_deadline(0.5), pytest.raises(psycopg2.extensions.QueryCanceledError) as caught, \
+                conn.cursor() as cur:
             cur.execute("SELECT pg_sleep(5)")
         assert (db.classify(caught.value, conn), bool(conn.closed)) == (db.TIMEOUT, True)
         assert str(caught.value) == "the database did not answer within 0.5 s (DATABASE_CLIENT_TIMEOUT)"
     finally:
-        deadline.install(None)
         conn.close()
     fresh = db.connect(database_url)
     with fresh.cursor() as cur:

@@ -55,7 +55,8 @@ def hang():
 
 @pytest.mark.slow
 def test_gunicorn_answers_503_while_the_database_hangs_and_keeps_its_worker(hang, tmp_path):
-    """The service starts while the database hangs; each request is a 503 after the connect timeout."""
+    """The service starts while the database hangs; the first request is a 503 after the connect timeout, the
+    next at once (the breaker is open: models/breaker.py)."""
     with gunicorn(hang.url(), tmp_path) as base:
         for path in ("/organization", "/shipments"):
             response = requests.get(base + path, headers=auth("sv_" + "a" * 40), timeout=25)
@@ -63,7 +64,7 @@ def test_gunicorn_answers_503_while_the_database_hangs_and_keeps_its_worker(hang
         assert requests.get(base + "/openapi.json", timeout=25).status_code == 200
     log = (tmp_path / "gunicorn.log").read_text()
     assert "WORKER TIMEOUT" not in log and log.count("Booting worker") == 1, log
-    assert len(hang.accepted) >= 2, "the service did try the database"
+    assert len(hang.accepted) >= 1, "the service did try the database"
 
 
 @pytest.fixture(params=[None, "transaction"])

@@ -1,8 +1,10 @@
-"""A TCP forwarder on 127.0.0.1 that can be stopped and started again: a database outage on demand.
+"""A TCP forwarder on 127.0.0.1 that can be stopped, started, and made to hang: a database outage on demand.
 
 `stop()` closes the listening socket and every forwarded connection (clients read EOF, as when a
 server restarts or a network path drops them); new connections are refused until `start()`
-listens again on the same port.
+listens again on the same port. `hang()` keeps accepting and keeps every connection open, but
+nothing more passes either way (a frozen server, a network path that black-holes packets), until
+`forward()` lets everything through again, what was held included.
 """
 import socket
 import threading
@@ -19,6 +21,8 @@ class TcpProxy:
         self._lock = threading.Lock()
         self._listener = None
         self._sockets = set()
+        self._flowing = threading.Event()  # cleared while hanging: every pump waits before passing data on
+        self._flowing.set()
 
     def start(self):
         """Listen (again) on the proxy's port."""
@@ -32,6 +36,7 @@ class TcpProxy:
 
     def stop(self):
         """Refuse new connections and cut every open one."""
+        self._flowing.set()
         listener, self._listener = self._listener, None
         if listener is not None:
             _close(listener)
@@ -39,6 +44,14 @@ class TcpProxy:
             sockets, self._sockets = self._sockets, set()
         for sock in sockets:
             _close(sock)
+
+    def hang(self):
+        """Accept connections and hold every byte, both ways, until forward()."""
+        self._flowing.clear()
+
+    def forward(self):
+        """Pass bytes on again, those held while hanging first."""
+        self._flowing.set()
 
     def url(self, database_url):
         """`database_url` with its host and port replaced by the proxy's."""
@@ -52,19 +65,23 @@ class TcpProxy:
                 client, _address = listener.accept()
             except OSError:
                 return  # stopped
-            try:
-                upstream = self._connect_upstream()
-            except OSError:
+            threading.Thread(target=self._join, args=(listener, client), daemon=True).start()
+
+    def _join(self, listener, client):
+        self._flowing.wait()  # a connection accepted while hanging reaches the server only once it ends
+        try:
+            upstream = self._connect_upstream()
+        except OSError:
+            _close(client)
+            return
+        with self._lock:
+            if self._listener is not listener:  # stopped meanwhile
                 _close(client)
-                continue
-            with self._lock:
-                if self._listener is not listener:  # stopped meanwhile
-                    _close(client)
-                    _close(upstream)
-                    return
-                self._sockets.update((client, upstream))
-            for source, sink in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+                _close(upstream)
+                return
+            self._sockets.update((client, upstream))
+        for source, sink in ((client, upstream), (upstream, client)):
+            threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
 
     def _connect_upstream(self):
         host, port = self.target
@@ -80,6 +97,7 @@ class TcpProxy:
     def _pump(self, source, sink):
         try:
             while data := source.recv(65536):
+                self._flowing.wait()
                 sink.sendall(data)
         except OSError:
             pass

@@ -1,0 +1,108 @@
+"""issue 27's hanging-database row: the database accepts connections and never answers.
+
+    .venv/bin/python bench/hung_database.py                     # this checkout
+    .venv/bin/python bench/hung_database.py --code /work/main   # another checkout, same script
+
+gunicorn as the README starts it (`-c gunicorn.conf.py -w 2`), its database behind a TCP proxy on
+127.0.0.1 (tests/support/tcp_proxy.py) that is switched from forwarding to hanging: every byte held
+both ways, connections still accepted. Prints: `/openapi.json` at the start of the hang, the time 40
+`GET /organization` from 8 clients take in total (and their statuses), `/openapi.json`, `/docs`,
+`/healthz` and `/readyz` after them, then the seconds from switching back to forwarding to the
+first 200. Not a test (tests/database/test_hung_database.py asserts the same, bounded generously).
+"""
+import argparse
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import psycopg2
+import requests
+from psycopg2.extensions import parse_dsn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from benchkit import RAISED_LIMITS, ROOT, bench_url  # noqa: E402
+
+sys.path.insert(0, str(ROOT))
+from models import db  # noqa: E402
+from tests.support.factories import make_org, make_token  # noqa: E402
+from tests.support.processes import free_port, stop, wait_listening  # noqa: E402
+from tests.support.tcp_proxy import TcpProxy  # noqa: E402
+
+DATABASE = "shiptrack_hung_bench"
+
+
+def fresh_database(server, url):
+    """An empty bench database with the schema, an organization and a token; the token."""
+    admin = psycopg2.connect(server)
+    admin.autocommit = True
+    with admin.cursor() as cur:
+        cur.execute(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)')
+        cur.execute(f'CREATE DATABASE "{DATABASE}"')
+    admin.close()
+    conn = db.connect(url)
+    conn.autocommit = True
+    db.apply_schema(conn)
+    token = make_token(conn, make_org(conn, "acme"))
+    conn.close()
+    return token
+
+
+def timed_get(url, **kwargs):
+    """(seconds, response) of one GET."""
+    started = time.monotonic()
+    response = requests.get(url, timeout=120, **kwargs)
+    return time.monotonic() - started, response
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--code", default=str(ROOT), help="the checkout whose service runs (default: this one)")
+    args = parser.parse_args()
+    url, server = bench_url(DATABASE)
+    headers = {"Authorization": f"Bearer {fresh_database(server, url)}"}
+    target = parse_dsn(url)
+    proxy = TcpProxy((target.get("host") or "127.0.0.1", int(target.get("port") or 5432))).start()
+    port = free_port()
+    env = {**os.environ, "DATABASE_URL": proxy.url(url), "SHIPTRACK_RATE_LIMITS": RAISED_LIMITS}
+    service = subprocess.Popen([str(Path(sys.executable).parent / "gunicorn"), "-c", "gunicorn.conf.py", "-w", "2",
+                                "-b", f"127.0.0.1:{port}", "--log-level", "warning", "app:create_app()"],
+                               cwd=args.code, env=env, stdout=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_listening(service, port, "gunicorn", lambda: "")
+        for _ in range(8):  # both workers hold a pooled connection
+            assert requests.get(base + "/organization", headers=headers, timeout=10).status_code == 200
+        proxy.hang()
+        seconds, response = timed_get(base + "/openapi.json")
+        print(f"hung: /openapi.json first {seconds:.2f} s ({response.status_code})", flush=True)
+        started = time.monotonic()
+        with ThreadPoolExecutor(8) as clients:
+            answers = list(clients.map(lambda _: timed_get(base + "/organization", headers=headers), range(40)))
+        total = time.monotonic() - started
+        statuses = Counter((r.status_code, r.headers.get("Content-Type"), r.headers.get("Retry-After"))
+                           for _s, r in answers)
+        print(f"hung: 40 requests from 8 clients {total:.1f} s in total, slowest {max(s for s, _r in answers):.1f} s;"
+              f" {dict(statuses)}", flush=True)
+        for path in ("/openapi.json", "/docs", "/healthz", "/readyz"):
+            seconds, response = timed_get(base + path)
+            print(f"hung: {path} {seconds:.2f} s ({response.status_code})", flush=True)
+        proxy.forward()
+        back = time.monotonic()
+        while True:
+            _s, response = timed_get(base + "/organization", headers=headers)
+            if response.status_code == 200:
+                break
+            time.sleep(0.2)
+        print(f"forwarding again: first 200 after {time.monotonic() - back:.1f} s", flush=True)
+    finally:
+        stop(service, 30)
+        proxy.stop()
+
+
+if __name__ == "__main__":
+    main()
