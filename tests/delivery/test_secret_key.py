@@ -300,7 +300,7 @@ def _seal(conn, endpoint, keys):
 
 
 @pytest.mark.slow
-def test_an_endpoint_whose_secret_will_not_open_fails_alone(cli, conn, receiver, database_url, ca_bundle):
+def test_an_endpoint_whose_secret_will_not_open_fails_alone(cli, conn, receiver, database_url, ca_bundle, tmp_path):
     acme, globex = make_org(conn, "acme"), make_org(conn, "globex")
     good = [add_endpoint(conn, acme, receiver.url("/ok/acme", host="127.0.0.1")),
             add_endpoint(conn, globex, receiver.url("/ok/globex", host="127.0.0.1"))]
@@ -314,6 +314,7 @@ def test_an_endpoint_whose_secret_will_not_open_fails_alone(cli, conn, receiver,
                      "fail and are retried until a key that opens them is set (while rotating, set the previous one "
                      "in SHIPTRACK_SECRET_KEY_OLD) (docs/secret-key.md)")
     assert cli("db", "status") == (0, f"schema version {len(migrations.available())}, as this code needs\n{named}\n")
+    assert service_start_lines(database_url, tmp_path, TEST_SECRET_KEY) == [("ERROR", "shiptrack.secrets", named)]
 
     process = pass_process(database_url, ca_bundle, "--watch")
     try:
