@@ -14,7 +14,6 @@ from urllib.parse import parse_qs, urlsplit
 import psycopg2
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
-from api.ids import PREFIXES, format_id
 from models import db, endpoint_secrets
 from models.db import EMBEDDED_DATA_DIR, EMBEDDED_DATABASE
 
@@ -203,6 +202,8 @@ def survey(conn, keys):
     if unopened and len(unopened) == len(stored["ids"]):
         raise SecretKeyError(WRONG)
     if unopened:
+        from api.ids import PREFIXES, format_id  # here: the benches import this module, and bench/api.py is `api`
+
         named = ", ".join(format_id(PREFIXES["webhook_endpoint"], id_) for id_ in unopened[:UNOPENED_NAMED])
         more = len(unopened) - UNOPENED_NAMED
         return logging.ERROR, UNOPENED.format(ids=named + (f" and {more} more" if more > 0 else ""))

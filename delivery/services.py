@@ -104,7 +104,10 @@ class ClaimingAndSending(Service):
         return len(claimed)
 
     def _claim(self):
-        """One round trip, its own transaction; the per-endpoint cap is counted over every process's leases."""
+        """One round trip, its own transaction; the per-endpoint cap is counted over every process's leases.
+
+        Once a second, first, the leases of processes that are gone are made due (one more round trip).
+        """
         total_free = self.settings.workers - sum(self.in_flight.values())
         if not self.running:
             return []
