@@ -57,7 +57,7 @@ def main(argv=None):
             dispatcher.run_pass(args.seconds)
     except DatabaseUnavailable as error:
         _give_up(error)
-    except SecretKeyError as error:  # at start, or a key changed under a running process (docs/secret-key.md)
+    except SecretKeyError as error:  # at start: the key opens none of the stored secrets (docs/secret-key.md)
         logging.getLogger("delivery").error("%s", error)
         raise SystemExit(1) from None
     finally:

@@ -3,6 +3,7 @@ import logging
 
 from api.ids import PREFIXES, format_id
 from delivery import retry
+from delivery.secret_key import NOT_SENT
 from models import endpoint_health, webhook_deliveries, webhooks
 
 log = logging.getLogger("delivery")
@@ -12,8 +13,8 @@ def _health(endpoints, results):
     """Replay failures in time order over each endpoint's failure run; returns endpoints to disable."""
     disable = {}
     for result in sorted(results, key=lambda r: r.finished_at):
-        if result.delivery.reason == "test":
-            continue  # a test event never counts toward disabling
+        if result.delivery.reason == "test" or result.outcome.error == NOT_SENT:
+            continue  # a test event never counts toward disabling, nor a secret this process cannot open
         endpoint = endpoints.get(result.delivery.endpoint_id)
         if endpoint is None:
             continue
@@ -84,6 +85,8 @@ def record(conn, results):
 def _log(result, step, ours):
     if ours and step[0] == "succeeded" and not log.isEnabledFor(logging.DEBUG):
         return  # the common case: nothing to log, and the fields cost more than the rest of recording
+    if ours and step[0] == "pending" and result.outcome.error == NOT_SENT:
+        return  # said once per endpoint when it was met (services.ClaimingAndSending), not per attempt
     delivery, outcome = result.delivery, result.outcome
     fields = (f"event_id={format_id(PREFIXES['webhook_event'], delivery.event_id)} "
               f"endpoint_id={format_id(PREFIXES['webhook_endpoint'], delivery.endpoint_id)} "

@@ -13,8 +13,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 from api.ids import PREFIXES, format_id
 from delivery import metrics, recording
-from delivery.attempts import send_delivery
+from delivery.attempts import Result, send_delivery
 from delivery.outbox import RENDER_BATCH, render_pending
+from delivery.secret_key import NOT_SENT, SecretKeyError
+from delivery.sender import Outcome
 from delivery.service import Service
 from models import db, webhook_deliveries
 
@@ -24,6 +26,8 @@ RENDER_SECONDS = 0.1  # a turn renders this long at most, so claims keep flowing
 RENDER_IDLE_SECONDS = 0.2
 # Due work this process could not claim (another process holds the endpoint's cap): look again this often.
 BLOCKED_POLL_SECONDS = 0.25
+# How often the leases of processes that are gone (killed, or their session lost) are freed.
+ORPHANS_SECONDS = 1.0
 
 
 class Rendering(Service):
@@ -58,7 +62,11 @@ class Rendering(Service):
 
 
 class ClaimingAndSending(Service):
-    """Leases due work for its free workers and sends it on the thread pool; outcomes go to `results`."""
+    """Leases due work for its free workers and sends it on the thread pool; outcomes go to `results`.
+
+    Its leases name the process's key (`holder`), whose session advisory lock it holds on the link's
+    connection, taken again after a reconnect: another process frees them at once if it dies.
+    """
 
     name = "claiming and sending"
 
@@ -68,6 +76,9 @@ class ClaimingAndSending(Service):
         self.executor = None
         self.in_flight = Counter()  # requests sent and not recorded yet, per endpoint
         self.results = queue.SimpleQueue()
+        self.holder, self.held_on = None, None  # the process's key; the connection holding its lock
+        self.orphans_at = 0.0  # when to free orphaned leases next (monotonic)
+        self.unopened = set()  # endpoints whose secret would not open, said once each
 
     def start(self):
         """Start the thread pool."""
@@ -84,18 +95,54 @@ class ClaimingAndSending(Service):
         claimed = self._claim()
         for delivery in claimed:
             self.in_flight[delivery.endpoint_id] += 1
-            self.executor.submit(self._send, delivery)
+            try:
+                opened = self.settings.secret_keys.opened(delivery)
+            except SecretKeyError as error:
+                self._not_sent(delivery, error)
+                continue
+            self.executor.submit(self._send, opened)
         return len(claimed)
 
     def _claim(self):
-        """One round trip, its own transaction; the per-endpoint cap is counted over every process's leases."""
+        """One round trip, its own transaction; the per-endpoint cap is counted over every process's leases.
+
+        Once a second, first, the leases of processes that are gone are made due (one more round trip).
+        """
         total_free = self.settings.workers - sum(self.in_flight.values())
-        if total_free <= 0 or not self.running:
+        if not self.running:
             return []
+        self.hold()
         now = self.clock()
-        claimed = webhook_deliveries.claim_due(self.link.conn, now, now + self.settings.lease, str(uuid.uuid4()),
-                                               self.settings.per_endpoint, total_free)
-        return [self.settings.secret_keys.opened(delivery) for delivery in claimed]  # SecretKeyError ends the run
+        if time.monotonic() >= self.orphans_at:
+            self.orphans_at = time.monotonic() + ORPHANS_SECONDS
+            webhook_deliveries.free_orphaned(self.link.conn, now, self.holder)
+        if total_free <= 0:
+            return []
+        return webhook_deliveries.claim_due(self.link.conn, now, now + self.settings.lease, str(uuid.uuid4()),
+                                            self.settings.per_endpoint, total_free, self.holder)
+
+    def hold(self):
+        """Hold the process's key on the link's connection: at the first claim, and again after a reconnect.
+
+        Through a transaction pooler a session lock would stay on whichever server session took it:
+        there the leases name no holder and run out by their time.
+        """
+        conn = self.link.conn
+        if self.held_on is conn or conn.target.pooler == "transaction":
+            return
+        self.holder, held = webhook_deliveries.hold(conn, self.holder)
+        if held:  # else the old session still holds it, keeping the leases alive: try again next turn
+            self.held_on = conn
+
+    def _not_sent(self, delivery, error):
+        """A delivery whose endpoint's secret will not open fails at once, retried on the schedule (said once)."""
+        if delivery.endpoint_id not in self.unopened:
+            self.unopened.add(delivery.endpoint_id)
+            log.error("the secret of this endpoint will not open with this process's secret key; its deliveries "
+                      "fail and are retried until a key that opens it is set endpoint_id=%s error=%r",
+                      format_id(PREFIXES["webhook_endpoint"], delivery.endpoint_id), str(error))
+        now = self.clock()
+        self.results.put((delivery, Result(delivery, now, now, Outcome(False, None, NOT_SENT, None, None, 0))))
 
     def _send(self, delivery):
         try:

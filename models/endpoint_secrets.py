@@ -4,12 +4,12 @@
 _ENCRYPTED = {"encrypted": "fernet:%"}
 
 
-# survey_secrets: at start of every process; at most five endpoints per organization.
+# survey_secrets: at start of every process, which opens every encrypted secret (at most five endpoints
+# per organization).
 _SURVEY_SECRETS_SQL = """
 SELECT count(*) FILTER (WHERE secret NOT LIKE %(encrypted)s) AS plain,
-       count(*) FILTER (WHERE secret LIKE %(encrypted)s) AS encrypted,
-       (SELECT secret FROM webhook_endpoints WHERE secret LIKE %(encrypted)s
-         ORDER BY id LIMIT 1) AS sample
+       coalesce(array_agg(id ORDER BY id) FILTER (WHERE secret LIKE %(encrypted)s), '{}') AS ids,
+       coalesce(array_agg(secret ORDER BY id) FILTER (WHERE secret LIKE %(encrypted)s), '{}') AS secrets
   FROM webhook_endpoints
 """
 
@@ -29,7 +29,8 @@ UPDATE webhook_endpoints e SET secret = v.secret
 
 
 def survey(conn):
-    """How many stored secrets are plain text and encrypted, and one encrypted value to try the key on."""
+    """How many stored secrets are plain text (`plain`), and the encrypted ones with their endpoints (`ids`,
+    `secrets`, in id order)."""
     with conn.cursor() as cur:
         cur.execute(_SURVEY_SECRETS_SQL, _ENCRYPTED)
         return cur.fetchone()

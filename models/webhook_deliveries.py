@@ -30,6 +30,33 @@ class ClaimedDelivery:
 
 # Advisory-lock space of the per-endpoint cap (two-int4 keys: this, endpoint id); any constant will do.
 CAP_LOCK_SPACE = 0x5745_4248
+# Advisory-lock space of the lease holders (two-int4 keys: this, a holder's key): each delivery process holds
+# a session lock on its key for its whole life, so the server itself says which holders are alive.
+HOLDER_LOCK_SPACE = 0x5745_4249
+
+# hold: a process's key (a new one from webhook_lease_holders, or the one it had before reconnecting) and
+# whether this session now holds its lock.  A try-lock: after a reconnect the old session may not be gone
+# yet, and while it lingers it keeps the process's leases alive for it.
+_HOLD_SQL = """
+SELECT k AS holder, pg_try_advisory_lock(%(space)s, k) AS held
+  FROM (SELECT coalesce(%(holder)s::int, nextval('webhook_lease_holders')::int) AS k) h
+"""
+
+# free_orphaned: leases whose holder's lock no process holds (killed, or its session lost) are due again
+# at once; a lease without a holder runs out by its time only.  The lease token is kept, so a holder
+# that only lost its connection still records its outcome if no one claimed the delivery meanwhile.
+_FREE_ORPHANED_SQL = """
+UPDATE webhook_deliveries d SET next_attempt_at = %(now)s
+ WHERE d.id = ANY (ARRAY(
+   SELECT l.id FROM webhook_deliveries l
+    WHERE l.lease_token IS NOT NULL AND l.lease_holder IS NOT NULL AND l.lease_holder IS DISTINCT FROM %(holder)s
+      AND l.state = 'pending' AND l.next_attempt_at > %(now)s
+      AND l.lease_holder <> ALL (ARRAY(
+            SELECT k.objid::bigint FROM pg_locks k
+             WHERE k.locktype = 'advisory' AND k.classid = %(space)s AND k.objsubid = 2 AND k.granted
+               AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())))
+      FOR UPDATE SKIP LOCKED))
+"""
 
 # lock_claimable: the enabled endpoints with due work that no other claim is counting right now, earliest
 # due first.  The per-endpoint cap holds across processes because a claim counts an endpoint's leased rows
@@ -85,7 +112,7 @@ WITH free AS (
    LIMIT %(limit)s
 ), claimed AS (
   UPDATE webhook_deliveries d
-     SET next_attempt_at = %(lease_until)s, lease_token = %(token)s
+     SET next_attempt_at = %(lease_until)s, lease_token = %(token)s, lease_holder = %(holder)s
    WHERE d.id = ANY (ARRAY(SELECT id FROM picked))  -- by the primary key: a join read the whole table
   RETURNING d.id, d.event_id, d.endpoint_id, d.reason, d.attempt_count + 1 AS attempt, d.max_attempts,
             d.lease_token
@@ -115,7 +142,7 @@ WITH claimed AS (
   VALUES (%(event_id)s, %(endpoint_id)s, %(reason)s, %(max_attempts)s, %(lease_until)s, %(token)s)
   ON CONFLICT (event_id, endpoint_id) DO UPDATE
      SET reason = EXCLUDED.reason, state = 'pending', attempt_count = 0, max_attempts = EXCLUDED.max_attempts,
-         next_attempt_at = EXCLUDED.next_attempt_at, lease_token = EXCLUDED.lease_token,
+         next_attempt_at = EXCLUDED.next_attempt_at, lease_token = EXCLUDED.lease_token, lease_holder = NULL,
          last_status_code = NULL, last_error = NULL, finished_at = NULL
   RETURNING d.id, d.event_id, d.endpoint_id, d.reason, 1 AS attempt, d.max_attempts, d.lease_token
 ), interrupted AS (
@@ -186,19 +213,34 @@ def lock_claimable(conn, now, limit):
         return [row["id"] for row in cur.fetchall()]
 
 
-def claim_due(conn, now, lease_until, token, cap, limit):
+def claim_due(conn, now, lease_until, token, cap, limit, holder=None):
     """Lease up to `limit` due deliveries (ClaimedDelivery records), at most `cap` in flight per endpoint.
 
     The cap counts every process's leases.  Two statements sent together, in the caller's transaction
     or (on an autocommit connection) in the one implicit transaction of a multi-statement query:
     lock_claimable, then the claim, whose snapshot (each statement takes its own) sees every lease
-    committed before the locks.
+    committed before the locks.  `holder`: the caller's key (hold), or None (the lease runs out by its time).
     """
     with conn.cursor() as cur:
         cur.execute(_CLAIM_DUE_SQL,
                     {"now": now, "lease_until": lease_until, "token": token, "cap": cap, "limit": limit,
-                     "space": CAP_LOCK_SPACE})
+                     "space": CAP_LOCK_SPACE, "holder": holder})
         return [ClaimedDelivery.from_row(row) for row in cur.fetchall()]
+
+
+def hold(conn, holder=None):
+    """Take the session lock of `holder` (None: a new key) on `conn`; returns (key, whether it is held now)."""
+    with conn.cursor() as cur:
+        cur.execute(_HOLD_SQL, {"holder": holder, "space": HOLDER_LOCK_SPACE})
+        row = cur.fetchone()
+        return row["holder"], row["held"]
+
+
+def free_orphaned(conn, now, holder=None):
+    """Make the leases of holders that are gone due at `now` (never `holder`'s own); returns how many."""
+    with conn.cursor() as cur:
+        cur.execute(_FREE_ORPHANED_SQL, {"now": now, "holder": holder, "space": HOLDER_LOCK_SPACE})
+        return cur.rowcount
 
 
 def create_claimed(conn, event_id, endpoint_id, reason, max_attempts, lease_until, token, now):

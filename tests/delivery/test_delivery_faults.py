@@ -200,6 +200,90 @@ def test_the_cap_counts_every_process_leases(conn, settings):
         "interrupted": 2, "in_flight": CAP + 2}
 
 
+def _holders(conn):
+    """The lease holders whose lock a session of this database holds: {holder: pid}."""
+    return {row["objid"]: row["pid"] for row in _rows(
+        conn, "SELECT objid::int, pid FROM pg_locks WHERE locktype = 'advisory' AND classid = %s AND objsubid = 2 "
+              "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+        webhook_deliveries.HOLDER_LOCK_SPACE)}
+
+
+def test_only_leases_whose_holder_is_gone_are_freed(conn, settings):
+    _changes(conn, "https://hooks.example/in", 6)
+    alive, dead, holderless = (db.connect(settings.database_url) for _ in range(3))
+    try:
+        with alive:
+            render_pending(alive, datetime.now(timezone.utc))
+        now = datetime.now(timezone.utc)
+        lease = now + timedelta(minutes=5)
+        alive.autocommit = dead.autocommit = True
+        (first, held), (second, _held) = webhook_deliveries.hold(alive), webhook_deliveries.hold(dead)
+        assert held and first != second and _holders(conn) == {first: alive.get_backend_pid(),
+                                                              second: dead.get_backend_pid()}
+        assert webhook_deliveries.hold(alive, first) == (first, True), "taken again on its session: still held"
+        for claimer, holder in ((alive, first), (dead, second), (holderless, None)):
+            with claimer:
+                assert len(webhook_deliveries.claim_due(claimer, now, lease, "0" * 32, 6, 2, holder)) == 2
+        assert webhook_deliveries.free_orphaned(conn, now) == 0
+        dead.close()  # the process is killed: its session, and so its lock, are gone
+        assert wait_for(lambda: _holders(conn) == {first: alive.get_backend_pid()}, 5)
+        assert webhook_deliveries.free_orphaned(conn, now) == 2, "only the dead holder's"
+        assert webhook_deliveries.free_orphaned(conn, now) == 0
+        assert _rows(conn, "SELECT lease_holder, next_attempt_at = %s AS due, lease_token IS NOT NULL AS leased "
+                           "FROM webhook_deliveries ORDER BY id", now) == [
+            {"lease_holder": first, "due": False, "leased": True}] * 2 + [
+            {"lease_holder": second, "due": True, "leased": True}] * 2 + [
+            {"lease_holder": None, "due": False, "leased": True}] * 2
+        # A process frees no lease of its own, whatever pg_locks says of it.
+        assert webhook_deliveries.free_orphaned(conn, now, first) == 0
+        # The freed deliveries are claimed again at once, their dead attempts closed as interrupted.
+        with alive:
+            again = webhook_deliveries.claim_due(alive, now, lease, "1" * 32, 6, 100, first)
+        assert [delivery.id for delivery in again] == [3, 4]
+    finally:
+        for connection in (alive, dead, holderless):
+            connection.close()
+    assert Counter(row["status"] for row in _rows(conn, "SELECT status FROM webhook_attempt_log")) == {
+        "interrupted": 2, "in_flight": 6}
+
+
+def test_a_reconnected_process_holds_its_leases_again(conn, receiver, settings):
+    _changes(conn, receiver.url("/sleep/2", host="127.0.0.1"), 3)
+    dispatcher = Dispatcher(settings, sender=settings.make_sender(resolver))
+    try:
+        dispatcher.render()
+        assert dispatcher.record_and_claim() == 3
+        holder = dispatcher.sending.holder
+        assert _holders(conn) == {holder: dispatcher.conn.get_backend_pid()}
+        _rows(conn, "SELECT pg_terminate_backend(%s)", dispatcher.conn.get_backend_pid())
+        assert wait_for(lambda: _holders(conn) == {}, 5), "the lock went with the session"
+        assert dispatcher.guarded(dispatcher.record_and_claim) is None, "lost, reconnected"
+        assert dispatcher.guarded(dispatcher.record_and_claim) == 0
+        assert _holders(conn) == {holder: dispatcher.conn.get_backend_pid()}, "the same key, on the new session"
+        assert webhook_deliveries.free_orphaned(conn, datetime.now(timezone.utc)) == 0
+        assert wait_for(lambda: dispatcher.results.qsize() == 3, 10)
+        assert dispatcher.guarded(dispatcher.record_and_claim) == 3
+    finally:
+        dispatcher.close()
+    assert wait_for(lambda: _holders(conn) == {}, 5), "released when the process ends"
+    assert _log(conn) == {f"msg_{n}": ["succeeded"] for n in range(1, 4)}
+    assert len(receiver.requests) == 3
+
+
+def test_through_a_transaction_pooler_leases_name_no_holder(conn, receiver, settings):
+    _changes(conn, receiver.url("/ok", host="127.0.0.1"), 2)
+    pooled = dataclasses.replace(settings, database={**settings.database, "DATABASE_POOLER": "transaction"})
+    dispatcher = Dispatcher(pooled, sender=settings.make_sender(resolver))
+    try:
+        dispatcher.render()
+        assert dispatcher.record_and_claim() == 2
+        assert _rows(conn, "SELECT DISTINCT lease_holder FROM webhook_deliveries") == [{"lease_holder": None}]
+        assert _holders(conn) == {} and dispatcher.sending.holder is None
+    finally:
+        dispatcher.close()
+    assert _log(conn) == {"msg_1": ["succeeded"], "msg_2": ["succeeded"]}
+
+
 def test_outcomes_finished_while_the_connection_is_lost_are_recorded_after_reconnecting(conn, receiver, settings):
     _changes(conn, receiver.url("/ok", host="127.0.0.1"), 3)
     dispatcher = Dispatcher(settings, sender=settings.make_sender(resolver))

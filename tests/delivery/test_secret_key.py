@@ -3,9 +3,11 @@ import dataclasses
 import json
 import os
 import re
+import signal
 import stat
 import subprocess
 import sys
+import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -15,7 +17,7 @@ import requests
 import standardwebhooks
 
 from delivery import secret_key
-from delivery.secret_key import MISSING, NO_KEY, WRONG, SecretKeyError
+from delivery.secret_key import MISSING, NO_KEY, NOT_SENT, WRONG
 from models import db, migrations
 from tests.support import ROOT
 from tests.support.apps import make_app
@@ -205,11 +207,13 @@ def test_a_missing_or_wrong_key_is_one_line_everywhere(cli, org, conn, receiver,
     output = process.communicate(timeout=60)[0].decode()
     assert process.returncode == 1, output
     assert [line.split(" ", 4)[2:] for line in output.splitlines()] == [["ERROR", "delivery", message]]
-    # A running pass whose key no longer opens the secrets stops at its claim, before sending anything.
-    with pytest.raises(SecretKeyError, match=re.escape(message)):
-        run_pass(dataclasses.replace(settings, secret_keys=secret_key.SecretKeys([key] if key else [])))
+    # A running pass whose key no longer opens the secrets sends nothing: the attempt fails, saying why.
+    run_pass(dataclasses.replace(settings, secret_keys=secret_key.SecretKeys([key] if key else [])))
     assert receiver.requests == []
-    # With the right key the same delivery goes out once its lease ends.
+    with conn.cursor() as cur:
+        cur.execute("SELECT state, status_code, error FROM webhook_attempts ORDER BY id DESC LIMIT 1")
+        assert cur.fetchone() == {"state": "failed", "status_code": None, "error": NOT_SENT}
+    # With the right key the same delivery goes out when it is due again.
     make_due(conn)
     run_pass(settings)
     assert verified(receiver, _secret) == 1
@@ -287,3 +291,78 @@ def test_which_url_is_the_embedded_database(tmp_path):
     assert not secret_key.is_embedded("postgresql://postgres:@/shiptrack?host=/elsewhere", tmp_path)
     assert not secret_key.is_embedded("postgresql://db.example/shiptrack", tmp_path)
     assert not secret_key.is_embedded("postgresql://postgres:@/shiptrack?host=/x/pg", tmp_path / "none")
+
+
+def _seal(conn, endpoint, keys):
+    with conn.cursor() as cur:
+        cur.execute("UPDATE webhook_endpoints SET secret = %s WHERE id = %s", (keys.seal(endpoint["secret"]),
+                                                                                endpoint["id"]))
+
+
+@pytest.mark.slow
+def test_an_endpoint_whose_secret_will_not_open_fails_alone(cli, conn, receiver, database_url, ca_bundle, tmp_path):
+    acme, globex = make_org(conn, "acme"), make_org(conn, "globex")
+    good = [add_endpoint(conn, acme, receiver.url("/ok/acme", host="127.0.0.1")),
+            add_endpoint(conn, globex, receiver.url("/ok/globex", host="127.0.0.1"))]
+    # One endpoint's secret rolled under a new key that this deployment's processes do not have yet.
+    rolled = add_endpoint(conn, globex, receiver.url("/ok/rolled", host="127.0.0.1"))
+    for endpoint in good:
+        _seal(conn, endpoint, secret_key.SecretKeys([TEST_SECRET_KEY]))
+    _seal(conn, rolled, secret_key.SecretKeys([KEY_B]))
+    named = secret_key.UNOPENED.format(ids="whe_3")
+    assert named == ("the secret key does not open the stored secrets of webhook endpoints whe_3: their deliveries "
+                     "fail and are retried until a key that opens them is set (while rotating, set the previous one "
+                     "in SHIPTRACK_SECRET_KEY_OLD) (docs/secret-key.md)")
+    assert cli("db", "status") == (0, f"schema version {len(migrations.available())}, as this code needs\n{named}\n")
+    assert service_start_lines(database_url, tmp_path, TEST_SECRET_KEY) == [("ERROR", "shiptrack.secrets", named)]
+
+    process = pass_process(database_url, ca_bundle, "--watch")
+    try:
+        assert wait_for(lambda: process.poll() is not None or _activity(conn), 30)  # started, LISTENing
+        with conn.cursor() as cur:
+            cur.execute("INSERT INTO shipments (organization_id) SELECT o FROM unnest(%s::bigint[]) AS o, "
+                        "generate_series(1, 5)", ([acme, globex],))
+            cur.execute("UPDATE shipments SET status = 'in_transit'")
+        changed = time.time()
+        # Every other endpoint of both organizations gets its events at once, the rolled one's alone fail.
+        wait_for(lambda: process.poll() is not None or len(receiver.requests) == 10, 15)
+        assert process.poll() is None, "the process delivers on"
+        assert len(receiver.requests) == 10
+        assert max(request["arrived"] for request in receiver.requests) - changed < 15
+        assert wait_for(lambda: _states(conn, rolled["id"]) == [("pending", 1, NOT_SENT)] * 5, 10), \
+            _states(conn, rolled["id"])
+    finally:
+        process.send_signal(signal.SIGTERM)
+        output = process.communicate(timeout=30)[0].decode()
+    assert process.returncode == 0, output
+    assert sorted(request["path"] for request in receiver.requests) == ["/ok/acme"] * 5 + ["/ok/globex"] * 5
+    assert [verified(receiver, endpoint["secret"], path) for endpoint, path in zip(good, ["/ok/acme", "/ok/globex"])] \
+        == [5, 5]
+    with conn.cursor() as cur:
+        cur.execute("SELECT state, status_code, error FROM webhook_attempts WHERE endpoint_id = %s", (rolled["id"],))
+        assert cur.fetchall() == [{"state": "failed", "status_code": None, "error": NOT_SENT}] * 5
+        # Not the receiver's fault: no failure run toward disabling it.
+        cur.execute("SELECT enabled, failing_since FROM webhook_endpoints WHERE id = %s", (rolled["id"],))
+        assert cur.fetchone() == {"enabled": True, "failing_since": None}
+    # Named at start, and once by the loop: not once per attempt.
+    assert [line.split(" ", 4)[2:] for line in output.splitlines() if "whe_3" in line] == [
+        ["ERROR", "shiptrack.secrets", named],
+        ["ERROR", "delivery", "the secret of this endpoint will not open with this process's secret key; its "
+                              f"deliveries fail and are retried until a key that opens it is set endpoint_id=whe_3 "
+                              f"error='{WRONG}'"]]
+
+
+def _activity(conn):
+    """Whether the delivery process is connected and listening."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT 1 FROM pg_stat_activity WHERE application_name = 'shiptrack-delivery' "
+                    "AND query ILIKE 'LISTEN%%' AND datname = current_database()")
+        return cur.fetchone() is not None
+
+
+def _states(conn, endpoint_id):
+    """(state, attempt_count, last_error) of an endpoint's deliveries, in id order."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT state, attempt_count, last_error FROM webhook_deliveries WHERE endpoint_id = %s "
+                    "ORDER BY id", (endpoint_id,))
+        return [tuple(row.values()) for row in cur.fetchall()]
