@@ -16,6 +16,7 @@ from api.schemas.present import dumps, present
 from models import db, free_time, free_time_queries
 from tests.support import ROOT
 from tests.support.factories import auth, insert, make_container, make_org, make_shipment, make_token
+from tests.support.free_time import list_at_risk
 
 # The shipments the list considers, by the spec: ocean, not archived, not received into the warehouse, visible.
 CONSIDERED_SQL = """SELECT id FROM shipments WHERE organization_id = %s AND transport_type = 'ocean' AND NOT archived
@@ -172,7 +173,7 @@ def test_kept_summaries_follow_the_ports_midnight(conn, monkeypatch):
         rows = free_time_queries.at_risk_candidates(conn, org_id, now)
         bodies = free_time_api.at_risk_bodies(rows, now, "2026-10-01")
         assert bodies == [dumps(present("free_time_summary", FreeTimeSummarySchema, summary, "2026-10-01"))
-                          for summary in free_time_queries.list_at_risk(conn, org_id, now)]
+                          for summary in list_at_risk(conn, org_id, now)]
         served.append(bodies)
     assert [len(bodies) for bodies in served] == [1, 1, 1]
     assert served[0] != served[1] == served[2]
