@@ -9,6 +9,7 @@ import re
 from datetime import datetime, time, timedelta, timezone
 
 import pytest
+from cachetools import LRUCache
 
 from api import free_time as free_time_api
 from api.schemas.free_time import FreeTimeSummarySchema
@@ -180,15 +181,14 @@ def test_kept_summaries_follow_the_ports_midnight(conn, monkeypatch):
     assert '"days_left":2' in served[0][0] and '"days_left":1' in served[1][0]
 
 
-def test_a_full_store_of_summaries_starts_again(conn, client, monkeypatch):
+def test_a_full_store_of_summaries_drops_the_least_recently_used(conn, client, monkeypatch):
     org_id = make_org(conn, "acme")
     insert(conn, "carrier_terms", organization_id=org_id, carrier="msc", demurrage_free_days=5, detention_free_days=4)
     headers = auth(make_token(conn, org_id))
     rng = random.Random(7)
     for number in range(12):
         _random_shipment(conn, rng, org_id, number)
-    monkeypatch.setattr(free_time_api, "_summaries", {})
-    monkeypatch.setattr(free_time_api, "MAX_SUMMARIES", 3)
+    monkeypatch.setattr(free_time_api, "_summaries", LRUCache(maxsize=3))
     assert assert_same_list(client, headers, conn, org_id) == assert_same_list(client, headers, conn, org_id)
     assert len(free_time_api._summaries) <= 3
 
