@@ -1015,8 +1015,8 @@ CREATE OR REPLACE TRIGGER documents_touch
 
 -- Each is LANGUAGE sql, STABLE, neither STRICT nor SECURITY DEFINER nor SET: PostgreSQL then inlines it
 -- into the statement that calls it (a subquery in the caller's plan, planned with the caller's values), so
--- a statement plans as if the rule were written out in it. A parameter is named with its function's name
--- (shipment_page.archived) wherever a column could carry the same name, which would win.
+-- a statement plans as if the rule were written out in it. Parameters are written with their function's
+-- name (shipment_page.archived): where a column has the same name, the column would win.
 
 -- The page of visible shipments GET /shipments and GET /shipments/{id} read (models/shipments.py), newest
 -- first: the organization's, neither awaiting approval nor owned elsewhere, through the filters given (NULL
