@@ -7,8 +7,9 @@ from api import (alerts, changes, checks, docs_page, documents, events, free_tim
 from api.hooks import install_request_hooks
 from api.middleware import JsonSuffix
 from cli import register_commands
-from config import configure_logging, load_config
+from config import load_config
 from delivery import secret_key
+from logs import configure_logging
 from mcp_server import http as mcp_http
 from models import db
 

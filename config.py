@@ -4,12 +4,13 @@ Both entry points read settings here: `create_app` (the API, its CLI) and `pytho
 (which must not build the Flask application just to learn its configuration).
 """
 import copy
-import json
-import logging
 import os
 from pathlib import Path
 
-ENV_PREFIX = "SHIPTRACK_"
+from flask import Config
+
+# Settings are read from SHIPTRACK_<KEY> variables.
+ENV_PREFIX = "SHIPTRACK"
 
 DEFAULTS = {
     # PostgreSQL URL; None starts the embedded server (models.db.resolve_database_url) so a checkout just runs.
@@ -101,42 +102,19 @@ DEFAULTS = {
     "SECRET_KEY_OLD": None,
 }
 
-def load_config(overrides=None, environ=None):
+
+def load_config(overrides=None, environment=True):
     """The settings: DEFAULTS, then $DATABASE_URL, then SHIPTRACK_<KEY> variables, then `overrides`.
 
-    Variables parse as Flask's `from_prefixed_env` does: JSON when the value parses, else the string;
-    `__` in a name sets a key of a nested dict (SHIPTRACK_RATE_LIMITS__per_token=100). Like Flask's
-    `from_mapping`, only upper-case keys of `overrides` are taken.
+    Variables are read by Flask's `Config.from_prefixed_env`: JSON when the value parses, else the
+    string; `__` in a name sets a key of a nested dict (SHIPTRACK_RATE_LIMITS__per_token=100). As by
+    Flask's `from_mapping`, only upper-case keys of `overrides` are taken. With `environment=False`
+    no variable is read (tests that must not see the ones of the process running them).
     """
-    environ = os.environ if environ is None else environ
-    values = copy.deepcopy(DEFAULTS)  # a nested variable must not change the module's table
-    values["DATABASE_URL"] = environ.get("DATABASE_URL") or None
-    for name in sorted(environ):
-        if name.startswith(ENV_PREFIX):
-            _set(values, name.removeprefix(ENV_PREFIX), _parse(environ[name]))
-    values.update((key, value) for key, value in (overrides or {}).items() if key.isupper())
-    return values
-
-
-def _parse(text):
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
-def _set(values, key, value):
-    *parents, tail = key.split("__")
-    for part in parents:
-        values = values.setdefault(part, {})
-    values[tail] = value
-
-
-def configure_logging(log_format="text"):
-    """One log format (the LOG_FORMAT setting) for the service, its CLI and the delivery script.
-
-    Every line written while a request is served names its request id (logs.RequestIdFilter).
-    """
-    import logs  # here: logs reads the settings from this module for gunicorn's logger
-
-    logging.basicConfig(level=logging.INFO, handlers=[logs.make_handler(log_format)])
+    values = Config(Path(__file__).resolve().parent)
+    values.from_mapping(copy.deepcopy(DEFAULTS))  # a nested variable must not change the module's table
+    if environment:
+        values["DATABASE_URL"] = os.environ.get("DATABASE_URL") or None
+        values.from_prefixed_env(ENV_PREFIX)
+    values.from_mapping(overrides or {})
+    return dict(values)

@@ -1,6 +1,6 @@
 """Log lines as text or as one JSON object per line, each naming the id of the request it belongs to.
 
-config.configure_logging installs this for the API, its CLI and the delivery script; gunicorn.conf.py
+configure_logging installs this for the API, its CLI and the delivery script; gunicorn.conf.py
 names `logs.GunicornLogger` so that gunicorn's own lines and its access log follow the same format.
 """
 import contextvars
@@ -136,6 +136,11 @@ def make_formatter(log_format):
     if log_format not in FORMATS:
         raise ValueError(f"SHIPTRACK_LOG_FORMAT must be one of {', '.join(FORMATS)}, not {log_format!r}")
     return JsonFormatter() if log_format == "json" else TextFormatter()
+
+
+def configure_logging(log_format="text"):
+    """One log format (the LOG_FORMAT setting) for the service, its CLI and the delivery script."""
+    logging.basicConfig(level=logging.INFO, handlers=[make_handler(log_format)])
 
 
 def make_handler(log_format, stream=None):

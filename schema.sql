@@ -1010,6 +1010,168 @@ CREATE OR REPLACE TRIGGER documents_touch
   FOR EACH ROW EXECUTE FUNCTION documents_touch();
 
 -- ---------------------------------------------------------------------------
+-- Rules the statements of models/ share, each written once here
+-- ---------------------------------------------------------------------------
+
+-- Each is LANGUAGE sql, STABLE, neither STRICT nor SECURITY DEFINER nor SET: PostgreSQL then inlines it
+-- into the statement that calls it (a subquery in the caller's plan, planned with the caller's values), so
+-- a statement plans as if the rule were written out in it. Parameters are written with their function's
+-- name (shipment_page.archived): where a column has the same name, the column would win.
+
+-- The page of visible shipments GET /shipments and GET /shipments/{id} read (models/shipments.py), newest
+-- first: the organization's, neither awaiting approval nor owned elsewhere, through the filters given (NULL
+-- filters nothing; inlined, the planner folds those away). Time bounds compare at the precision responses
+-- show (the second), so a bound copied from a response matches its item: `shown >= after` is
+-- `col >= ceil(after)` and `shown <= before` is `col < floor(before) + 1 s`. The bound is widened rather than
+-- the column truncated, so shipments_created_at_idx and shipments_effective_eta_idx still serve the filters.
+-- The search (q) is models/shipments.py search_params: its parameters are the patterns made from q.
+CREATE OR REPLACE FUNCTION shipment_page(
+  organization_id bigint, page_size integer, shipment_id bigint DEFAULT NULL, shipment_ids bigint[] DEFAULT NULL,
+  archived boolean DEFAULT NULL, statuses text[] DEFAULT NULL,
+  created_after timestamptz DEFAULT NULL, created_before timestamptz DEFAULT NULL,
+  eta_after timestamptz DEFAULT NULL, eta_before timestamptz DEFAULT NULL, starting_after bigint DEFAULT NULL,
+  label_ids bigint[] DEFAULT NULL, q text DEFAULT NULL, q_like text DEFAULT NULL, q_compact_like text DEFAULT NULL,
+  q_alias_regex text DEFAULT NULL, q_fuzzy text DEFAULT NULL)
+RETURNS SETOF shipments
+LANGUAGE sql STABLE AS $$
+  SELECT s.*
+    FROM shipments s
+   WHERE s.organization_id = shipment_page.organization_id
+     AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
+     AND (shipment_page.shipment_id IS NULL OR s.id = shipment_page.shipment_id)
+     AND (shipment_page.shipment_ids IS NULL OR s.id = ANY (shipment_page.shipment_ids))
+     AND (shipment_page.archived IS NULL OR s.archived = shipment_page.archived)
+     AND (shipment_page.statuses IS NULL OR s.status = ANY (shipment_page.statuses))
+     AND (shipment_page.created_after IS NULL
+          OR s.created_at >= date_trunc('second', shipment_page.created_after + interval '0.999999 s', 'UTC'))
+     AND (shipment_page.created_before IS NULL
+          OR s.created_at < date_trunc('second', shipment_page.created_before, 'UTC') + interval '1 s')
+     AND (shipment_page.eta_after IS NULL
+          OR s.effective_eta >= date_trunc('second', shipment_page.eta_after + interval '0.999999 s', 'UTC'))
+     AND (shipment_page.eta_before IS NULL
+          OR s.effective_eta < date_trunc('second', shipment_page.eta_before, 'UTC') + interval '1 s')
+     AND (shipment_page.starting_after IS NULL OR s.id < shipment_page.starting_after)
+     AND (shipment_page.label_ids IS NULL OR s.id IN (
+           SELECT sl.shipment_id FROM shipment_labels sl
+            WHERE sl.label_id = ANY (shipment_page.label_ids)
+            GROUP BY sl.shipment_id
+           HAVING count(*) = cardinality(shipment_page.label_ids)))
+     AND (shipment_page.q IS NULL
+          OR s.search_text LIKE upper(shipment_page.q_like)
+          OR s.search_text LIKE shipment_page.q_compact_like
+          OR s.search_text ~ upper(shipment_page.q_alias_regex)
+          OR shipment_page.q_fuzzy <% s.consignor
+          OR shipment_page.q_fuzzy <% s.consignee)
+   ORDER BY s.id DESC
+   LIMIT shipment_page.page_size
+$$;
+
+-- The free-time facts of the organization's visible shipments (models/free_time_queries.py), one row each:
+-- the shipment's id and, as one JSON text, everything the engine reads of it: the shipment with its own
+-- terms, the latest arrival notice stating each kind's free days, the organization's terms for its carrier
+-- (models/free_time_queries.py FACT_FIELDS names these positions), then its container numbers (oldest
+-- first) and, for ocean shipments, the tracking events that start, stop or end a clock, in time order (one
+-- row per shipment keeps a page of candidates to one round trip; one text lets the at-risk list recognise
+-- facts it has already summarised without parsing them: api/free_time.py). An array, not an object: keys
+-- would be repeated in every row, half the bytes returned, and an array parses faster (docs/free-time.md,
+-- "Speed"). The milestones are models/free_time_queries.py EVENT_MILESTONES, those of
+-- tracking_events_free_time_idx. Callers pick the shipments (WHERE id IN ...): inlined, only those are read.
+CREATE OR REPLACE FUNCTION free_time_facts(organization_id bigint) RETURNS TABLE (id bigint, facts text)
+LANGUAGE sql STABLE AS $$
+  SELECT s.id, json_build_array(
+           s.id, s.reference, s.transport_reference, s.transport_type, s.status, s.carrier_name,
+           s.demurrage_free_days, s.detention_free_days, s.free_days_basis,
+           nd.free_days, nd.basis, nt.free_days, nt.basis,
+           ct.id, ct.demurrage_free_days, ct.detention_free_days, ct.free_days_basis,
+           -- ARRAY(... ORDER BY) keeps the order; the events come in it from tracking_events_free_time_idx
+           -- (json_agg(... ORDER BY) would sort each shipment's events again).
+           array_to_json(ARRAY(
+             SELECT k.number FROM containers k WHERE k.shipment_id = s.id AND k.number IS NOT NULL ORDER BY k.id)),
+           array_to_json(ARRAY(
+             SELECT json_build_array(v.milestone, v.actual, v.occurred_at, v.occurred_at_offset_minutes,
+                                     v.container_number)
+               FROM tracking_events v
+              WHERE v.shipment_id = s.id AND s.transport_type = 'ocean' AND v.milestone IN (
+                      'delivered', 'discharged', 'empty_return', 'gate_out', 'loaded', 'stripped',
+                      'transshipment_discharge', 'transshipment_load', 'untracked')
+              ORDER BY v.occurred_at, v.id)))::text
+    FROM shipments s
+    LEFT JOIN carrier_terms ct
+      ON ct.organization_id = s.organization_id AND lower(ct.carrier) = lower(s.carrier_name)
+    LEFT JOIN LATERAL (
+      SELECT n.demurrage_free_days AS free_days, n.free_days_basis AS basis FROM arrival_notices n
+       WHERE n.shipment_id = s.id AND n.demurrage_free_days IS NOT NULL
+       ORDER BY n.received_at DESC, n.id DESC LIMIT 1) nd ON true
+    LEFT JOIN LATERAL (
+      SELECT n.detention_free_days AS free_days, n.free_days_basis AS basis FROM arrival_notices n
+       WHERE n.shipment_id = s.id AND n.detention_free_days IS NOT NULL
+       ORDER BY n.received_at DESC, n.id DESC LIMIT 1) nt ON true
+   WHERE s.organization_id = free_time_facts.organization_id
+     AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
+$$;
+
+-- The shipments GET /free_time/at_risk considers at `as_of` (a superset: the engine decides), found through
+-- tracking_events_discharged_idx (recent actual discharges) and shipments_free_time_idx (the shipments the
+-- list considers), both read from the index alone: a discharge counts when no gate-out of its container
+-- follows it (tracking_events_gate_out_idx), its port day is within the window (its port day is day 1),
+-- and the demurrage free days are known and few enough to leave at most 2 days.
+CREATE OR REPLACE FUNCTION at_risk_candidates(organization_id bigint, as_of timestamptz, window_days integer)
+RETURNS TABLE (shipment_id bigint)
+LANGUAGE sql STABLE AS $$
+  SELECT o.shipment_id
+    FROM (SELECT s.id AS shipment_id, s.organization_id, s.carrier_name, s.demurrage_free_days,
+                 -- The most whole days from an open discharge's port day to today there (0 when it is
+                 -- later), among those within the window.
+                 max(d.age) FILTER (WHERE d.age < at_risk_candidates.window_days) AS age
+            FROM tracking_events e
+            JOIN shipments s ON s.id = e.shipment_id
+           CROSS JOIN LATERAL (
+             SELECT greatest(0, ((at_risk_candidates.as_of AT TIME ZONE 'UTC')
+                                 + make_interval(mins => coalesce(e.occurred_at_offset_minutes, 0)))::date
+                                - ((e.occurred_at AT TIME ZONE 'UTC')
+                                   + make_interval(mins => coalesce(e.occurred_at_offset_minutes, 0)))::date) AS age
+             ) d
+           WHERE e.milestone = 'discharged' AND e.actual
+             AND e.occurred_at >= at_risk_candidates.as_of - make_interval(days => at_risk_candidates.window_days + 1)
+             AND s.organization_id = at_risk_candidates.organization_id
+             AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
+             AND s.transport_type = 'ocean' AND NOT s.archived AND s.status <> 'in_warehouse'
+             AND NOT EXISTS (
+               SELECT 1 FROM tracking_events g
+                WHERE g.shipment_id = e.shipment_id AND g.milestone = 'gate_out' AND g.actual
+                  AND g.occurred_at >= e.occurred_at
+                  AND (g.container_number IS NULL
+                       OR compact_reference(g.container_number) = compact_reference(e.container_number)))
+           GROUP BY s.id) o
+    LEFT JOIN carrier_terms ct ON ct.organization_id = o.organization_id AND lower(ct.carrier) = lower(o.carrier_name)
+   -- At most 2 days left means at least free days - 2 used, and a clock uses at most one free day per day
+   -- on either basis (the start day included), so free days <= age + 3 (docs/free-time.md, "Speed").
+   -- coalesce evaluates the notice lookup only for shipments without their own free days.
+   WHERE coalesce(o.demurrage_free_days,
+                  (SELECT n.demurrage_free_days FROM arrival_notices n
+                    WHERE n.shipment_id = o.shipment_id AND n.demurrage_free_days IS NOT NULL
+                    ORDER BY n.received_at DESC, n.id DESC LIMIT 1),
+                  ct.demurrage_free_days) <= o.age + 3
+$$;
+
+-- The principal of a token fingerprint: the active token with it, its user (still a member) and
+-- organization; no row for any other. authenticate_and_count (below) reads it for every request.
+CREATE OR REPLACE FUNCTION token_principal(token_fingerprint bytea)
+RETURNS TABLE (token_id bigint, token_name text, scopes text[], expires_at timestamptz, user_email text,
+               organization_id bigint, organization_name text, slug text, api_version text)
+LANGUAGE sql STABLE AS $$
+  SELECT t.id, t.name, t.scopes, t.expires_at, u.email, o.id, o.name, o.slug, o.api_version
+    FROM tokens t
+    JOIN organizations o ON o.id = t.organization_id
+    JOIN users u ON u.id = t.user_id
+    JOIN memberships m ON m.organization_id = t.organization_id AND m.user_id = t.user_id
+   WHERE t.fingerprint = token_principal.token_fingerprint
+     AND t.revoked_at IS NULL
+     AND (t.expires_at IS NULL OR t.expires_at > now())
+     AND m.removed_at IS NULL
+$$;
+
+-- ---------------------------------------------------------------------------
 -- This service's own tables
 -- ---------------------------------------------------------------------------
 
@@ -1022,13 +1184,12 @@ CREATE UNLOGGED TABLE IF NOT EXISTS rate_limit_counters (
   PRIMARY KEY (bucket, window_start)
 );
 
--- The request's first statement (models/rate_limits.py): the principal of a token fingerprint (none for
--- NULL; the `principal` CTE is models/tokens.py AUTHENTICATE_SQL) and one hit counted in the current window
--- of `window_seconds` of each bucket of the request: its token and its address or, without a valid token,
--- the budget of requests without one per address (failed authentications count there, so a valid token
--- from the same address is never held up by someone else's bad ones). A row per bucket: its policy (a key
--- of the RATE_LIMITS setting), the new count, the seconds until its window ends, and the principal's
--- columns (NULL without one).
+-- The request's first statement (models/rate_limits.py): the principal of a token fingerprint
+-- (token_principal, above; none for NULL) and one hit counted in the current window of `window_seconds` of
+-- each bucket of the request: its token and its address or, without a valid token, the budget of requests
+-- without one per address (failed authentications count there, so a valid token from the same address is
+-- never held up by someone else's bad ones). A row per bucket: its policy (a key of the RATE_LIMITS
+-- setting), the new count, the seconds until its window ends, and the principal's columns (NULL without one).
 -- A PL/pgSQL function because PostgreSQL keeps the plans of its statements for the life of the server
 -- session: planning the four-table join costs more than running it, and a function's plan is kept on a
 -- direct connection and through a transaction pooler alike (a PREPARE lives in one client's session, which
@@ -1042,16 +1203,7 @@ LANGUAGE plpgsql AS $$
 BEGIN
   RETURN QUERY
   WITH principal AS (
-    SELECT t.id AS token_id, t.name AS token_name, t.scopes, t.expires_at, u.email AS user_email,
-           o.id AS organization_id, o.name AS organization_name, o.slug, o.api_version
-      FROM tokens t
-      JOIN organizations o ON o.id = t.organization_id
-      JOIN users u ON u.id = t.user_id
-      JOIN memberships m ON m.organization_id = t.organization_id AND m.user_id = t.user_id
-     WHERE t.fingerprint = token_fingerprint
-       AND t.revoked_at IS NULL
-       AND (t.expires_at IS NULL OR t.expires_at > now())
-       AND m.removed_at IS NULL
+    SELECT * FROM token_principal(token_fingerprint)
   ),
   buckets AS (
     SELECT b.bucket, b.policy

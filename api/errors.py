@@ -162,10 +162,6 @@ class ServiceUnavailable(ApiError):
                          headers={"Retry-After": str(retry_after)})
 
 
-ERROR_CLASSES = (InvalidParameter, InvalidVersion, MissingToken, InvalidToken, InsufficientScope,
-                 ResourceMissing, MethodNotAllowedError, RequestTooLarge, RateLimited, ServiceUnavailable)
-
-
 def error_response(error):
     """Render an ApiError as the JSON response of the spec."""
     response = jsonify(error.body())

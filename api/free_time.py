@@ -1,9 +1,11 @@
 """GET /shipments/{shipment_id}/free_time and GET /free_time/at_risk."""
 import hashlib
+import threading
 from datetime import datetime
 from operator import itemgetter
 from typing import NamedTuple
 
+from cachetools import LRUCache
 from flask import Blueprint
 
 from api.apidoc import get_route
@@ -16,14 +18,17 @@ from models import free_time, free_time_queries
 
 bp = Blueprint("free_time", __name__)
 
+# Bound on the summaries kept (about 200 bytes each, plus the JSON of the shipments at risk); past it the
+# least recently used are dropped and made again as needed.
+MAX_SUMMARIES = 30_000
 # The at-risk list's summaries this process has written, by shipment id (docs/free-time.md, "Speed").
 # An entry serves only the very facts it was made from (a digest of the facts text the reading statement
 # returned), at the same version and window, while "today" is the same day at every offset of its events:
 # a summary depends on nothing else, so a served entry is what the engine would answer now.
-_summaries = {}
-# Bound on the entries kept (about 200 bytes each, plus the JSON of the shipments at risk); past it they
-# are all dropped and made again as needed.
-MAX_SUMMARIES = 30_000
+_summaries = LRUCache(maxsize=MAX_SUMMARIES)
+# A cachetools cache is not safe for threads (a read reorders it): each request takes the lock twice, to
+# read its candidates' entries and to store what it made, never while the engine runs.
+_summaries_lock = threading.Lock()
 
 
 class _Summary(NamedTuple):
@@ -67,21 +72,25 @@ def list_free_time_at_risk():
 
 def at_risk_bodies(rows, now, api_version, window_days=free_time.AT_RISK_WINDOW_DAYS):
     """The JSON of each listed summary among candidate rows (id, facts), most urgent first."""
-    listed = []
-    for row in rows:
+    with _summaries_lock:
+        kept = [_summaries.get(row["id"]) for row in rows]
+    listed, made = [], {}
+    for row, entry in zip(rows, kept):
         digest = hashlib.blake2b(row["facts"].encode(), digest_size=16).digest()
-        entry = _summaries.get(row["id"])
         if (entry is None or entry.digest != digest or entry.version != api_version or entry.window_days != window_days
                 or not entry.valid_from <= now < entry.valid_until):
-            entry = _summarize(row["id"], row["facts"], digest, now, api_version, window_days)
+            entry = made[row["id"]] = _summarize(row["facts"], digest, now, api_version, window_days)
         if entry.key is not None:
             listed.append((entry.key, entry.body))
+    if made:
+        with _summaries_lock:
+            _summaries.update(made)
     listed.sort(key=itemgetter(0))
     return [body for _key, body in listed]
 
 
-def _summarize(shipment_id, facts_text, digest, now, api_version, window_days):
-    """Run the engine on one candidate's facts and keep the result."""
+def _summarize(facts_text, digest, now, api_version, window_days):
+    """Run the engine on one candidate's facts: what to keep of it."""
     facts = free_time_queries.parse_facts(facts_text)
     valid_from, valid_until = free_time.same_days_span(
         now, [event["occurred_at_offset_minutes"] for event in facts[2]])
@@ -90,7 +99,4 @@ def _summarize(shipment_id, facts_text, digest, now, api_version, window_days):
     if entry is not None:
         key, summary = entry
         body = dumps(present("free_time_summary", FreeTimeSummarySchema, summary, api_version))
-    if len(_summaries) >= MAX_SUMMARIES:
-        _summaries.clear()
-    _summaries[shipment_id] = kept = _Summary(digest, api_version, window_days, valid_from, valid_until, key, body)
-    return kept
+    return _Summary(digest, api_version, window_days, valid_from, valid_until, key, body)

@@ -47,9 +47,9 @@ def explain(conn, organization_id, limit, **filters):
     params = {name: None for name in shipment_sql.FILTERS}
     params.update(filters)
     params.update(shipment_sql.search_params(params.pop("q")))
-    params.update(organization_id=organization_id, limit=limit)
+    params.update(organization_id=organization_id, limit=limit, api_version="", renderer="")
     with conn.cursor() as cur:
-        cur.execute("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) " + shipment_sql.LIST_SQL, params)
+        cur.execute("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) " + shipment_sql.RENDERED_PAGE_SQL, params)
         plan = "\n".join(row[0] for row in cur.fetchall())
     seq = [line for line in plan.splitlines() if "Seq Scan on shipments" in line]
     return plan, seq

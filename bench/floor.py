@@ -24,7 +24,7 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchkit import RAISED_LIMITS, acme_id, acme_token, bench_url, run, start_gunicorn  # noqa: E402
+from benchkit import BENCH_DB, RAISED_LIMITS, acme_id, acme_token, bench_url, run, start_gunicorn  # noqa: E402
 
 def throughput(url, headers, clients, seconds):
     """Requests per second answered 200 by `clients` threads for `seconds`."""
@@ -50,23 +50,27 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=15)
     parser.add_argument("--clients", type=int, default=4)
-    parser.add_argument("--code", help="another checkout to measure beside this one (served from port 18783)")
+    parser.add_argument("--code", help="another checkout to measure beside this one (served from --port + 2)")
+    parser.add_argument("--database", default=BENCH_DB, help="the bench database (bench/api.py seeds shiptrack_bench)")
+    parser.add_argument("--port", type=int, default=18781, help="the service's port; the floor's is the next one")
     args = parser.parse_args()
 
-    url, _server = bench_url()
+    url, _server = bench_url(args.database)
+    ports = {"service": args.port, "floor": args.port + 1, "other": args.port + 2}
     env = {**os.environ, "DATABASE_URL": url, "SHIPTRACK_RATE_LIMITS": RAISED_LIMITS}
     run("db", "init", env=env)
     token = acme_token(env, "floor")
     env["FLOOR_ORGANIZATION"] = str(acme_id(url))
-    service = start_gunicorn(env, 18781, workers=2)
-    floor = start_gunicorn(env, 18782, workers=2, target="floor_app:app", cwd=Path(__file__).resolve().parent,
+    service = start_gunicorn(env, ports["service"], workers=2)
+    floor = start_gunicorn(env, ports["floor"], workers=2, target="floor_app:app", cwd=Path(__file__).resolve().parent,
                            probe="/shipments")
     servers = [service, floor]
-    targets = {"service": ("http://127.0.0.1:18781/shipments?limit=100", {"Authorization": f"Bearer {token}"}),
-               "floor": ("http://127.0.0.1:18782/shipments", {})}
+    targets = {"service": (f"http://127.0.0.1:{ports['service']}/shipments?limit=100",
+                           {"Authorization": f"Bearer {token}"}),
+               "floor": (f"http://127.0.0.1:{ports['floor']}/shipments", {})}
     if args.code:
-        servers.append(start_gunicorn(env, 18783, workers=2, cwd=Path(args.code)))
-        targets["other"] = ("http://127.0.0.1:18783/shipments?limit=100", targets["service"][1])
+        servers.append(start_gunicorn(env, ports["other"], workers=2, cwd=Path(args.code)))
+        targets["other"] = (f"http://127.0.0.1:{ports['other']}/shipments?limit=100", targets["service"][1])
     rates = {name: [] for name in targets}
     try:
         for name, (target, headers) in targets.items():      # warm both (stored renderings, caches)

@@ -5,11 +5,12 @@ import signal
 
 import psycopg2
 
-from config import DEFAULTS, configure_logging, load_config
+from config import DEFAULTS, load_config
 from delivery import metrics as delivery_metrics
 from delivery.secret_key import SecretKeyError, check_at_start
 from delivery.settings import Settings
 from delivery.worker import DatabaseUnavailable, Dispatcher
+from logs import configure_logging
 from models import db, deadline
 from models.db import DatabaseSetupError
 

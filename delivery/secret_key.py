@@ -242,7 +242,8 @@ def report_for_service(database=None):
     A database that cannot be reached, or has no schema yet, is reported by the requests that need it.
     Returns the error, or None.
     """
-    from config import configure_logging, load_config
+    from config import load_config
+    from logs import configure_logging
 
     config = load_config()
     config["DATABASE_URL"] = db.resolve_database_url(config["DATABASE_URL"])

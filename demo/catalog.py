@@ -109,7 +109,6 @@ IMPORTERS = {
     "globex": Importer(("Hamburg", "Antwerp"), "Frankfurt", "Hamburg",
                        "Globex Produce GmbH", ("Nordfrucht Handel GmbH",), ("HHLA Frucht- und Kühlzentrum",)),
 }
-FOREIGN_CONSIGNEE = "Sunrise Fruit Trading Ltd"
 
 # Produce: varieties, calibres, box weight (kg), temperature set point, cargo type.
 Produce = namedtuple("Produce", "name varieties calibres box_kg temperature cargo_type")

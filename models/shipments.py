@@ -3,48 +3,33 @@ import re
 
 from models.db import group_rows
 
-# list_shipments: a page of visible shipments, newest first. The checks summary, cargo, organic and
-# produce are columns kept by the database on write (schema.sql shipment_derived), never aggregated here.
-# Optional filters are `(%(x)s IS NULL OR ...)`; psycopg2 inlines the values, so the
-# planner folds away the filters that are not used.
-# Time bounds compare at the precision responses show (the second), so a bound copied from a
-# response matches its item: `shown >= after` is `col >= ceil(after)` and `shown <= before` is
-# `col < floor(before) + 1 s`. The bound is widened rather than the column truncated, so
-# shipments_created_at_idx and shipments_effective_eta_idx still serve the filters.
-# The `page` CTE is written out the same in RENDERED_PAGE_SQL (tests/database/test_statements.py holds them equal).
+# rendered_page: a page of visible shipments (the filters of GET /shipments and GET /shipments/{id}: the
+# shipment_page function of schema.sql, inlined here with these values), each with its stored rendering
+# when it is current: rendered at this version, by this code (`renderer`, a digest of what shapes a
+# shipment), at the shipment's revision. The freshness check is in the statement that reads, so a stale
+# rendering is never returned.
+RENDERED_PAGE_SQL = """
+SELECT p.id, r.body
+  FROM shipment_page(organization_id => %(organization_id)s, page_size => %(limit)s,
+                     shipment_id => %(shipment_id)s::bigint, shipment_ids => %(shipment_ids)s::bigint[],
+                     archived => %(archived)s::boolean, statuses => %(statuses)s::text[],
+                     created_after => %(created_after)s::timestamptz,
+                     created_before => %(created_before)s::timestamptz,
+                     eta_after => %(eta_after)s::timestamptz, eta_before => %(eta_before)s::timestamptz,
+                     starting_after => %(starting_after)s::bigint, label_ids => %(label_ids)s::bigint[],
+                     q => %(q)s, q_like => %(q_like)s, q_compact_like => %(q_compact_like)s,
+                     q_alias_regex => %(q_alias_regex)s, q_fuzzy => %(q_fuzzy)s) p
+  LEFT JOIN shipment_renderings r
+    ON r.shipment_id = p.id AND r.resource = 'shipment' AND r.api_version = %(api_version)s
+   AND r.renderer = %(renderer)s
+   AND r.revision = p.revision
+ ORDER BY p.id DESC
+"""
+
+# list_shipments: visible shipments read whole (the page's misses, or one shipment), newest first. The
+# checks summary, cargo, organic and produce are columns kept by the database on write (schema.sql
+# shipment_derived), never aggregated here.
 LIST_SQL = """
-WITH page AS (
-  SELECT s.*
-    FROM shipments s
-   WHERE s.organization_id = %(organization_id)s
-     AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
-     AND (%(shipment_id)s::bigint IS NULL OR s.id = %(shipment_id)s)
-     AND (%(shipment_ids)s::bigint[] IS NULL OR s.id = ANY (%(shipment_ids)s::bigint[]))
-     AND (%(archived)s::boolean IS NULL OR s.archived = %(archived)s)
-     AND (%(statuses)s::text[] IS NULL OR s.status = ANY (%(statuses)s::text[]))
-     AND (%(created_after)s::timestamptz IS NULL
-          OR s.created_at >= date_trunc('second', %(created_after)s::timestamptz + interval '0.999999 s', 'UTC'))
-     AND (%(created_before)s::timestamptz IS NULL
-          OR s.created_at < date_trunc('second', %(created_before)s::timestamptz, 'UTC') + interval '1 s')
-     AND (%(eta_after)s::timestamptz IS NULL
-          OR s.effective_eta >= date_trunc('second', %(eta_after)s::timestamptz + interval '0.999999 s', 'UTC'))
-     AND (%(eta_before)s::timestamptz IS NULL
-          OR s.effective_eta < date_trunc('second', %(eta_before)s::timestamptz, 'UTC') + interval '1 s')
-     AND (%(starting_after)s::bigint IS NULL OR s.id < %(starting_after)s)
-     AND (%(label_ids)s::bigint[] IS NULL OR s.id IN (
-           SELECT sl.shipment_id FROM shipment_labels sl
-            WHERE sl.label_id = ANY (%(label_ids)s::bigint[])
-            GROUP BY sl.shipment_id
-           HAVING count(*) = cardinality(%(label_ids)s::bigint[])))
-     AND (%(q)s::text IS NULL
-          OR s.search_text LIKE upper(%(q_like)s)
-          OR s.search_text LIKE %(q_compact_like)s
-          OR s.search_text ~ upper(%(q_alias_regex)s)
-          OR %(q_fuzzy)s <%% s.consignor
-          OR %(q_fuzzy)s <%% s.consignee)
-   ORDER BY s.id DESC
-   LIMIT %(limit)s
-)
 SELECT p.id, p.reference, p.erp_reference, p.transport_reference, p.transport_reference_type,
        p.transport_type, p.cargo_type, p.temperature_celsius, p.status, p.archived, p.archived_at,
        p.validated_at, p.approved_at,
@@ -59,53 +44,8 @@ SELECT p.id, p.reference, p.erp_reference, p.transport_reference, p.transport_re
        p.created_at, p.updated_at, p.revision,
        p.checks_total, p.checks_passed, p.checks_failed, p.checks_warnings, p.checks_skipped, p.checks_pending,
        p.cargo_pallets, p.cargo_boxes, p.cargo_net_weight_kg, p.cargo_gross_weight_kg, p.organic, p.produce
-  FROM page p
- ORDER BY p.id DESC
-"""
-
-# rendered_page: the same page (LIST_SQL's `page` CTE), with each shipment's stored rendering when it is
-# current: rendered at this version, by this code (`renderer`, a digest of what shapes a shipment), at the
-# shipment's revision. The freshness check is in the statement that reads, so a stale rendering is never
-# returned.
-RENDERED_PAGE_SQL = """
-WITH page AS (
-  SELECT s.*
-    FROM shipments s
-   WHERE s.organization_id = %(organization_id)s
-     AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
-     AND (%(shipment_id)s::bigint IS NULL OR s.id = %(shipment_id)s)
-     AND (%(shipment_ids)s::bigint[] IS NULL OR s.id = ANY (%(shipment_ids)s::bigint[]))
-     AND (%(archived)s::boolean IS NULL OR s.archived = %(archived)s)
-     AND (%(statuses)s::text[] IS NULL OR s.status = ANY (%(statuses)s::text[]))
-     AND (%(created_after)s::timestamptz IS NULL
-          OR s.created_at >= date_trunc('second', %(created_after)s::timestamptz + interval '0.999999 s', 'UTC'))
-     AND (%(created_before)s::timestamptz IS NULL
-          OR s.created_at < date_trunc('second', %(created_before)s::timestamptz, 'UTC') + interval '1 s')
-     AND (%(eta_after)s::timestamptz IS NULL
-          OR s.effective_eta >= date_trunc('second', %(eta_after)s::timestamptz + interval '0.999999 s', 'UTC'))
-     AND (%(eta_before)s::timestamptz IS NULL
-          OR s.effective_eta < date_trunc('second', %(eta_before)s::timestamptz, 'UTC') + interval '1 s')
-     AND (%(starting_after)s::bigint IS NULL OR s.id < %(starting_after)s)
-     AND (%(label_ids)s::bigint[] IS NULL OR s.id IN (
-           SELECT sl.shipment_id FROM shipment_labels sl
-            WHERE sl.label_id = ANY (%(label_ids)s::bigint[])
-            GROUP BY sl.shipment_id
-           HAVING count(*) = cardinality(%(label_ids)s::bigint[])))
-     AND (%(q)s::text IS NULL
-          OR s.search_text LIKE upper(%(q_like)s)
-          OR s.search_text LIKE %(q_compact_like)s
-          OR s.search_text ~ upper(%(q_alias_regex)s)
-          OR %(q_fuzzy)s <%% s.consignor
-          OR %(q_fuzzy)s <%% s.consignee)
-   ORDER BY s.id DESC
-   LIMIT %(limit)s
-)
-SELECT p.id, r.body
-  FROM page p
-  LEFT JOIN shipment_renderings r
-    ON r.shipment_id = p.id AND r.resource = 'shipment' AND r.api_version = %(api_version)s
-   AND r.renderer = %(renderer)s
-   AND r.revision = p.revision
+  FROM shipment_page(organization_id => %(organization_id)s, page_size => %(limit)s,
+                     shipment_id => %(shipment_id)s::bigint, shipment_ids => %(shipment_ids)s::bigint[]) p
  ORDER BY p.id DESC
 """
 
@@ -122,7 +62,7 @@ ON CONFLICT (shipment_id, api_version, resource) DO UPDATE
  WHERE r.revision < EXCLUDED.revision OR r.renderer <> EXCLUDED.renderer
 """
 
-# list_shipments?q=: produce names that a query names by one of their aliases.
+# rendered_page with q: produce names that a query names by one of their aliases.
 ALIASES_SQL = """
 SELECT DISTINCT a.produce_name FROM produce_aliases a WHERE a.alias LIKE lower(%(q_like)s)
 """
@@ -146,6 +86,7 @@ SELECT sl.shipment_id, l.id, l.name, l.color, l.color_hex
  ORDER BY l.name, l.id
 """
 
+# rendered_page's filters (shipment_page's), each None when not given.
 FILTERS = ("shipment_id", "shipment_ids", "archived", "statuses", "created_after", "created_before",
            "eta_after", "eta_before", "starting_after", "label_ids", "q")
 
@@ -181,20 +122,14 @@ def _alias_regex(cur, params):
     return "(" + "|".join(re.escape(name) for name in names) + ")" if names else None
 
 
-def _page_params(cur, organization_id, limit, filters):
+def rendered_page(conn, organization_id, limit, api_version, renderer, **filters):
+    """Ids of up to `limit` visible shipments, newest first, each with its current stored rendering or None."""
     params = {name: None for name in FILTERS}
     params.update(filters)
     params.update(search_params(params.pop("q")))
-    params.update(organization_id=organization_id, limit=limit)
-    params["q_alias_regex"] = _alias_regex(cur, params)
-    return params
-
-
-def rendered_page(conn, organization_id, limit, api_version, renderer, **filters):
-    """Ids of up to `limit` visible shipments, newest first, each with its current stored rendering or None."""
+    params.update(organization_id=organization_id, limit=limit, api_version=api_version, renderer=renderer)
     with conn.cursor() as cur:
-        params = _page_params(cur, organization_id, limit, filters)
-        params.update(api_version=api_version, renderer=renderer)
+        params["q_alias_regex"] = _alias_regex(cur, params)
         cur.execute(RENDERED_PAGE_SQL, params)
         return [(row["id"], row["body"]) for row in cur.fetchall()]
 
@@ -209,11 +144,11 @@ def store_renderings(conn, api_version, renderer, renderings, resource="shipment
                                            "ids": list(ids), "revisions": list(revisions), "bodies": list(bodies)})
 
 
-def list_shipments(conn, organization_id, limit, **filters):
-    """Up to `limit` visible shipments, newest first, fully assembled."""
+def list_shipments(conn, organization_id, limit, shipment_id=None, shipment_ids=None):
+    """Up to `limit` visible shipments (of these ids, when given), newest first, fully assembled."""
     with conn.cursor() as cur:
-        params = _page_params(cur, organization_id, limit, filters)
-        cur.execute(LIST_SQL, params)
+        cur.execute(LIST_SQL, {"organization_id": organization_id, "limit": limit, "shipment_id": shipment_id,
+                               "shipment_ids": shipment_ids})
         rows = cur.fetchall()
         if not rows:
             return []

@@ -24,21 +24,10 @@ def fingerprint(token):
     return hashlib.sha256(token.encode("ascii")).digest()
 
 
-# authenticate: the active token with this fingerprint, its user (still a member) and organization.  Written
-# out again as the `principal` CTE of models.rate_limits' authenticate_and_count, the request's first
-# statement (tests/database/test_statements.py holds the two equal); the demo launcher runs it on its own.
-AUTHENTICATE_SQL = """
-SELECT t.id AS token_id, t.name AS token_name, t.scopes, t.expires_at, u.email AS user_email,
-       o.id AS organization_id, o.name AS organization_name, o.slug, o.api_version
-  FROM tokens t
-  JOIN organizations o ON o.id = t.organization_id
-  JOIN users u ON u.id = t.user_id
-  JOIN memberships m ON m.organization_id = t.organization_id AND m.user_id = t.user_id
- WHERE t.fingerprint = %(fingerprint)s
-   AND t.revoked_at IS NULL
-   AND (t.expires_at IS NULL OR t.expires_at > now())
-   AND m.removed_at IS NULL
-"""
+# authenticate: the active token with this fingerprint, its user (still a member) and organization; no row
+# for any other. The lookup is the function token_principal of schema.sql, which authenticate_and_count (the
+# request's first statement, models/rate_limits.py) reads too; the demo launcher runs this on its own.
+AUTHENTICATE_SQL = "SELECT * FROM token_principal(%(fingerprint)s)"
 
 
 # create_token: lock the organization row so two creations cannot both pass the limit.

@@ -36,7 +36,7 @@ def test_shipments_from_the_database_dump_identically(conn):
     make_shipment(conn, org_id)
     make_container(conn, rich, number="MSKU1234565", eta=NOW, temperature_celsius=Decimal("4.00"))
     make_label(conn, org_id, "urgent", "red", [rich])
-    items = shipments.list_shipments(conn, org_id, 10, archived=None)
+    items = shipments.list_shipments(conn, org_id, 10)
     assert len(items) == 2
     schema = ShipmentSchema()
     assert [dumper(ShipmentSchema)(item) for item in items] == schema.dump(items, many=True)

@@ -245,6 +245,7 @@ def test_dates_are_days(conn, client, org):
 def test_at_risk_prefilter_never_drops_what_the_engine_lists(conn, org):
     """Over a week of 'today's, the SQL prefilter keeps every shipment the engine finds at risk."""
     from models import free_time, free_time_queries
+    from tests.support.free_time import list_at_risk
 
     base = datetime(2026, 3, 2, 9, 30, tzinfo=timezone.utc)  # a Monday
     ids = []
@@ -260,7 +261,7 @@ def test_at_risk_prefilter_never_drops_what_the_engine_lists(conn, org):
                 ids.append(shipment_id)
     for weekday in range(7):
         now = base + timedelta(days=weekday)
-        listed = [item["shipment_id"] for item in free_time_queries.list_at_risk(conn, org["id"], now=now)]
+        listed = [item["shipment_id"] for item in list_at_risk(conn, org["id"], now=now)]
         expected = [facts[0]["id"] for facts in free_time_queries.load_facts(conn, org["id"], ids)
                     if free_time.summarize(*facts, now)["at_risk"]]
         assert sorted(listed) == sorted(expected)

@@ -9,6 +9,7 @@ import re
 from datetime import datetime, time, timedelta, timezone
 
 import pytest
+from cachetools import LRUCache
 
 from api import free_time as free_time_api
 from api.schemas.free_time import FreeTimeSummarySchema
@@ -16,6 +17,7 @@ from api.schemas.present import dumps, present
 from models import db, free_time, free_time_queries
 from tests.support import ROOT
 from tests.support.factories import auth, insert, make_container, make_org, make_shipment, make_token
+from tests.support.free_time import list_at_risk
 
 # The shipments the list considers, by the spec: ocean, not archived, not received into the warehouse, visible.
 CONSIDERED_SQL = """SELECT id FROM shipments WHERE organization_id = %s AND transport_type = 'ocean' AND NOT archived
@@ -172,22 +174,21 @@ def test_kept_summaries_follow_the_ports_midnight(conn, monkeypatch):
         rows = free_time_queries.at_risk_candidates(conn, org_id, now)
         bodies = free_time_api.at_risk_bodies(rows, now, "2026-10-01")
         assert bodies == [dumps(present("free_time_summary", FreeTimeSummarySchema, summary, "2026-10-01"))
-                          for summary in free_time_queries.list_at_risk(conn, org_id, now)]
+                          for summary in list_at_risk(conn, org_id, now)]
         served.append(bodies)
     assert [len(bodies) for bodies in served] == [1, 1, 1]
     assert served[0] != served[1] == served[2]
     assert '"days_left":2' in served[0][0] and '"days_left":1' in served[1][0]
 
 
-def test_a_full_store_of_summaries_starts_again(conn, client, monkeypatch):
+def test_a_full_store_of_summaries_drops_the_least_recently_used(conn, client, monkeypatch):
     org_id = make_org(conn, "acme")
     insert(conn, "carrier_terms", organization_id=org_id, carrier="msc", demurrage_free_days=5, detention_free_days=4)
     headers = auth(make_token(conn, org_id))
     rng = random.Random(7)
     for number in range(12):
         _random_shipment(conn, rng, org_id, number)
-    monkeypatch.setattr(free_time_api, "_summaries", {})
-    monkeypatch.setattr(free_time_api, "MAX_SUMMARIES", 3)
+    monkeypatch.setattr(free_time_api, "_summaries", LRUCache(maxsize=3))
     assert assert_same_list(client, headers, conn, org_id) == assert_same_list(client, headers, conn, org_id)
     assert len(free_time_api._summaries) <= 3
 

@@ -26,7 +26,7 @@ def show(conn, name):
                                                      ("delivery", "shiptrack-delivery", "1min"),
                                                      ("cli", "shiptrack-cli", "0")])
 def test_each_process_names_itself_and_has_its_own_statement_timeout(database_url, process, name, timeout):
-    target = db.Target.from_config(load_config({"DATABASE_URL": database_url}, environ={}), process)
+    target = db.Target.from_config(load_config({"DATABASE_URL": database_url}, environment=False), process)
     conn = db.connect(target)
     try:
         assert (show(conn, "application_name"), show(conn, "statement_timeout")) == (name, timeout)
@@ -36,7 +36,7 @@ def test_each_process_names_itself_and_has_its_own_statement_timeout(database_ur
 
 
 def test_the_delivery_script_connects_as_itself(database_url):
-    settings = Settings.from_config(load_config({"DATABASE_URL": database_url}, environ={}))
+    settings = Settings.from_config(load_config({"DATABASE_URL": database_url}, environment=False))
     conn = db.connect(settings.target)
     try:
         assert (show(conn, "application_name"), show(conn, "synchronous_commit")) == ("shiptrack-delivery", "off")

@@ -1,12 +1,14 @@
 """The delivery process's services: each starts, takes turns, stops when told, and the connection's states have names."""
+import dataclasses
 import threading
 import time
+from datetime import timedelta
 
 import psycopg2
 import pytest
 
 from delivery.housekeeping import Housekeeping
-from delivery.link import RECONNECTED, AsLongAsLeases, DatabaseUnavailable, LinkState, Until, WhileRunning
+from delivery.link import RECONNECTED, AsLongAsLeases, DatabaseUnavailable, LinkState, Until
 from delivery.service import ServiceState
 from delivery.worker import Dispatcher, ProcessState
 from models import db
@@ -111,14 +113,39 @@ def test_a_lost_connection_is_reconnected_and_named(conn, settings, monkeypatch)
         dispatcher.close()
 
 
-def test_a_watch_waits_for_the_database_for_ever_until_it_is_stopping(settings):
-    stopping = []
-    patience = WhileRunning(lambda: bool(stopping))
+def test_a_watch_waits_out_an_outage_longer_than_its_leases_then_delivers(conn, receiver, settings, monkeypatch):
+    # A pass gives up on the database when its leases would run out (test_delivery_faults.py); a watch has no
+    # next pass to leave the work to, so it waits for the database for as long as it runs.
+    dispatcher = Dispatcher(dataclasses.replace(settings, lease=timedelta(seconds=1)),
+                            sender=settings.make_sender(resolver))
+    ended = []
 
-    class Leases:
-        lease_seconds = 300
+    def watch():
+        try:
+            dispatcher.watch(idle_seconds=0.1)
+        except BaseException as error:  # noqa: BLE001 (the test reads it)
+            ended.append(error)
+        else:
+            ended.append(None)
+    watching = threading.Thread(target=watch, daemon=True)
+    refused = []
 
-    assert patience.deadline(Leases) is None
-    stopping.append(True)
-    assert 299 < patience.deadline(Leases) - time.monotonic() <= 300
-    assert Until(12.5).deadline(Leases) == 12.5
+    def down(target):
+        refused.append(target)
+        raise psycopg2.OperationalError("connection refused (the test's outage)")
+    try:
+        watching.start()
+        monkeypatch.setattr(db, "connect", down)
+        _rows(conn, f"SELECT pg_terminate_backend({dispatcher.conn.get_backend_pid()}) AS count")
+        assert wait_for(lambda: len(refused) >= 2, 10)
+        time.sleep(2.5)  # more than twice the lease
+        assert watching.is_alive() and ended == []
+        monkeypatch.undo()
+        _events(conn, receiver.url("/ok", host="127.0.0.1"), 1)
+        assert wait_for(lambda: len(receiver.requests) == 1, 20)
+        dispatcher.stop()
+        watching.join(10)
+        assert not watching.is_alive() and ended == [None]
+    finally:
+        monkeypatch.undo()
+        dispatcher.close()

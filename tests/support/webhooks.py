@@ -225,7 +225,7 @@ def add_endpoint(conn, org, url, types=webhooks.EVENT_TYPES):
 def delivery_settings(**config):
     """Delivery settings from the settings table and `config` (upper-case keys), ignoring the environment."""
     return Settings.from_config(load_config({"DATABASE_URL": "unused", "SECRET_KEY": TEST_SECRET_KEY, **config},
-                                            environ={}))
+                                            environment=False))
 
 
 def claimed_delivery(url, secret, event_id=7, body="{}"):

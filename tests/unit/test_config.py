@@ -1,6 +1,5 @@
 """Settings: one commented table, read in one order (defaults, DATABASE_URL, SHIPTRACK_*, overrides)."""
 import ast
-import copy
 import dataclasses
 import os
 import subprocess
@@ -9,7 +8,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from flask import Config
 
 import config
 from config import DEFAULTS, load_config
@@ -18,50 +16,74 @@ from delivery.settings import Settings
 from tests.support import ROOT
 
 
-def test_defaults_alone():
-    values = load_config(environ={})
+@pytest.fixture
+def environ(monkeypatch):
+    """Set process environment variables for one test, none of DATABASE_URL and SHIPTRACK_* left from outside."""
+    for name in [name for name in os.environ if name.startswith("SHIPTRACK_") or name == "DATABASE_URL"]:
+        monkeypatch.delenv(name)
+
+    def set_variables(**variables):
+        for name, value in variables.items():
+            monkeypatch.setenv(name, value)
+    return set_variables
+
+
+def test_defaults_alone(environ):
+    values = load_config()
     assert values == DEFAULTS
     values["RATE_LIMITS"]["per_token"] = 1
     assert DEFAULTS["RATE_LIMITS"]["per_token"] == 600, "a caller's change must not reach the table"
+
+
+def test_without_the_environment_no_variable_is_read(environ):
+    environ(DATABASE_URL="postgresql:///a", SHIPTRACK_SMTP_PORT="2525")
+    assert load_config(environment=False) == DEFAULTS
+    assert load_config({"SMTP_PORT": 26}, environment=False)["SMTP_PORT"] == 26
 
 
 @pytest.mark.parametrize("text, value", [
     ("32", 32), ("2.5", 2.5), ("true", True), ("null", None), ('["10.0.0.0/8"]', ["10.0.0.0/8"]),
     ("mail.example", "mail.example"), ("", ""), ("[not json", "[not json"),
 ])
-def test_variables_are_json_when_they_parse(text, value):
-    assert load_config(environ={"SHIPTRACK_SMTP_HOST": text})["SMTP_HOST"] == value
+def test_variables_are_json_when_they_parse(environ, text, value):
+    environ(SHIPTRACK_SMTP_HOST=text)
+    assert load_config()["SMTP_HOST"] == value
 
 
-def test_nested_variable_sets_one_key_of_a_dict():
-    values = load_config(environ={"SHIPTRACK_RATE_LIMITS__per_token": "5"})
+def test_nested_variable_sets_one_key_of_a_dict(environ):
+    environ(SHIPTRACK_RATE_LIMITS__per_token="5")
+    values = load_config()
     assert values["RATE_LIMITS"] == {**DEFAULTS["RATE_LIMITS"], "per_token": 5}
     assert DEFAULTS["RATE_LIMITS"]["per_token"] == 600
 
 
-def test_order_defaults_database_url_variables_overrides():
-    environ = {"DATABASE_URL": "postgresql:///a", "SHIPTRACK_SMTP_PORT": "2525"}
-    assert load_config(environ=environ)["DATABASE_URL"] == "postgresql:///a"
-    assert load_config(environ={"DATABASE_URL": ""})["DATABASE_URL"] is None
-    environ["SHIPTRACK_DATABASE_URL"] = "postgresql:///b"
-    assert load_config(environ=environ)["DATABASE_URL"] == "postgresql:///b"
-    values = load_config({"DATABASE_URL": "postgresql:///c", "SMTP_PORT": 26, "lower": 1}, environ=environ)
+def test_order_defaults_database_url_variables_overrides(environ):
+    environ(DATABASE_URL="postgresql:///a", SHIPTRACK_SMTP_PORT="2525")
+    assert load_config()["DATABASE_URL"] == "postgresql:///a"
+    assert load_config()["SMTP_PORT"] == 2525
+    environ(SHIPTRACK_DATABASE_URL="postgresql:///b")
+    assert load_config()["DATABASE_URL"] == "postgresql:///b"
+    values = load_config({"DATABASE_URL": "postgresql:///c", "SMTP_PORT": 26, "lower": 1})
     assert (values["DATABASE_URL"], values["SMTP_PORT"]) == ("postgresql:///c", 26)
     assert "lower" not in values, "as Flask's from_mapping, only upper-case keys"
 
 
-def test_same_result_as_flask_config(monkeypatch):
-    environ = {"DATABASE_URL": "postgresql:///x", "SHIPTRACK_WEBHOOK_WORKERS": "8", "SHIPTRACK_SMTP_FROM": "a@b.example",
-               "SHIPTRACK_RATE_LIMITS__per_ip": "7", "SHIPTRACK_WEBHOOK_ALLOWED_NETWORKS": "127.0.0.1/32"}
-    for name in [n for n in os.environ if n.startswith("SHIPTRACK_")]:
-        monkeypatch.delenv(name)
-    for name, value in environ.items():
-        monkeypatch.setenv(name, value)
-    flask_config = Config(".")
-    flask_config.from_mapping(copy.deepcopy(DEFAULTS))
-    flask_config["DATABASE_URL"] = os.environ.get("DATABASE_URL") or None
-    flask_config.from_prefixed_env("SHIPTRACK")
-    assert dict(flask_config) == load_config()
+def test_an_empty_database_url_is_none(environ):
+    environ(DATABASE_URL="")
+    assert load_config()["DATABASE_URL"] is None
+
+
+def test_config_imports_nothing_of_the_project():
+    # Every module may read the settings (logs.py does, for gunicorn's logger): one imported here would be a circle.
+    project = {path.stem for path in ROOT.glob("*.py")} | {path.parent.name for path in ROOT.glob("*/*.py")}
+    imported = set()
+    for node in ast.walk(ast.parse(Path(config.__file__).read_text())):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            imported.add((node.module or "").split(".")[0])
+    assert {"logs", "models", "api", "delivery"} <= project
+    assert imported and not imported & project
 
 
 def test_every_setting_has_a_comment():
@@ -78,7 +100,7 @@ def test_settings_carry_no_default():
 
 
 def test_delivery_settings_from_the_table():
-    settings = Settings.from_config(load_config({"DATABASE_URL": "postgresql:///x"}, environ={}))
+    settings = Settings.from_config(load_config({"DATABASE_URL": "postgresql:///x"}, environment=False))
     assert (settings.workers, settings.per_endpoint, settings.lease, settings.pass_seconds) == (
         128, 16, timedelta(minutes=5), 45.0)
     assert (settings.smtp_host, settings.smtp_port, settings.smtp_from) == (None, 25, "webhooks@shiptrack.example")
