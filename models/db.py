@@ -5,6 +5,7 @@ API's per-process pool, the one classification of database errors, explicit tran
 applying schema.sql. The cursor classes live in models/cursors.py, the embedded server in
 models/embedded.py.
 """
+import logging
 import os
 import select
 import threading
@@ -22,7 +23,9 @@ from models.embedded import (EMBEDDED_DATA_DIR, EMBEDDED_DATABASE, PROJECT_DIR, 
                              embedded_database_url, resolve_database_url)
 
 SCHEMA_PATH = PROJECT_DIR / "schema.sql"
+log = logging.getLogger(__name__)
 
+# What DATABASE_POOLER may say; None (not set) finds out at each connection (see connect).
 POOLERS = (None, "session", "transaction")
 # Sessions read timestamps in UTC. Fuzzy name search (`<%`) accepts a word similarity of 0.5
 # (pg_trgm's default 0.6 misses a swapped pair of letters in a short name such as "Fruti Co").
@@ -41,7 +44,7 @@ class Target:
 
     url: str
     application_name: str = "shiptrack"
-    pooler: str | None = None          # None (direct), "session" or "transaction" (see docs/operations.md)
+    pooler: str | None = None          # "session", "transaction", or None: found at connect (docs/operations.md)
     connect_timeout: float = 0         # seconds; 0 waits as long as the operating system does
     statement_timeout: float = 0       # seconds; 0 lets a statement run as long as it takes
     pool_size: int = 8
@@ -80,7 +83,8 @@ def connect(target):
 
     Nothing rides in the startup packet but the application name (which every pooler passes on):
     PgBouncer refuses `options`. A connection that keeps its session SETs its settings once; through
-    a transaction pooler, SET LOCALs open each of its transactions instead (models.cursors).
+    a transaction pooler, SET LOCALs open each of its transactions instead (models.cursors). When
+    the target does not say (DATABASE_POOLER not set), the connection finds out first (`_pooler_between`).
     """
     target = as_target(target)
     extra = {} if _names_itself(target.url) else {"application_name": target.application_name}
@@ -89,19 +93,47 @@ def connect(target):
     conn = psycopg2.connect(target.url, connection_factory=Connection,
                             cursor_factory=target.cursor_factory, **extra)
     conn.target = target
-    if target.pooler == "transaction":
-        conn.transaction_prefix, conn.prepares = _settings_sql(target, "SET LOCAL"), False
-        return conn
     autocommit = conn.autocommit
     conn.autocommit = True
     try:
-        with conn.cursor() as cur:
-            cur.execute(_settings_sql(target, "SET"))
+        conn.pooler = target.pooler or _pooler_between(conn)
+        if conn.pooler == "transaction":
+            conn.transaction_prefix, conn.prepares = _settings_sql(target, "SET LOCAL"), False
+        else:
+            with conn.cursor() as cur:
+                cur.execute(_settings_sql(target, "SET"))
     except BaseException:
         conn.close()
         raise
     conn.autocommit = autocommit
     return conn
+
+
+def _pooler_between(conn):
+    """"transaction" when a pooler stands between `conn` and the server, else None; said once per process.
+
+    A pooler that hands a client's transactions to several server sessions cannot give it the process
+    id of one (a cancel request names it): PgBouncer and the managed poolers answer the startup with
+    their own, so the server's pg_backend_pid() differs from the one the connection was given. Whether
+    the pooler keeps sessions cannot be seen: it is taken for a transaction pooler, whose form (SET
+    LOCALs, nothing prepared, no LISTEN) works through both.
+    """
+    with conn.cursor() as cur:
+        cur.execute("SELECT pg_backend_pid() AS pid")
+        if cur.fetchone()["pid"] == conn.info.backend_pid:
+            return None
+    global _pooler_said
+    with _pooler_said_lock:
+        said, _pooler_said = _pooler_said == os.getpid(), os.getpid()
+    if not said:
+        log.warning("a pooler is between this process and the database (the server's process id is not the one "
+                    "the connection was given): its connections keep no session state (SET LOCALs, nothing "
+                    "prepared, no LISTEN); set SHIPTRACK_DATABASE_POOLER to say which it is (session or transaction)")
+    return "transaction"
+
+
+_pooler_said = None  # the process that has said it found a pooler (a forked worker says it again)
+_pooler_said_lock = threading.Lock()
 
 
 def _names_itself(url):
