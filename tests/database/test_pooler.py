@@ -128,9 +128,13 @@ def test_concurrent_requests_share_few_server_connections(bouncer, demo_database
 
 
 def test_the_cli_works_through_it(bouncer, database_url):
-    result = subprocess.run([sys.executable, "-m", "flask", "--app", "app", "db", "status"], cwd=ROOT,
-                            env=pooler_env(bouncer, bouncer.url(database_url)),
-                            capture_output=True, text=True, timeout=60)
+    def command(*words):
+        return subprocess.run([sys.executable, "-m", "flask", "--app", "app", "db", *words], cwd=ROOT,
+                              env=pooler_env(bouncer, bouncer.url(database_url)),
+                              capture_output=True, text=True, timeout=60)
+    upgrade = command("upgrade")
+    assert upgrade.returncode == 0, upgrade.stderr
+    result = command("status")
     assert (result.returncode, result.stdout.startswith("schema version ")) == (0, True), result.stderr
     if bouncer.mode == "transaction":
         assert bouncer.server_sessions(database_url) == [[]] * bouncer.pool_size
