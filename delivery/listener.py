@@ -33,7 +33,7 @@ class Listener:
             return False
         try:
             conn = db.connect(self.target)
-            if conn.pooler == "transaction":  # found by connect: DATABASE_POOLER is not set
+            if conn.target.pooler == "transaction":  # found by connect: DATABASE_POOLER is not set
                 conn.close()
                 self._go_deaf()
                 return False

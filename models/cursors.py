@@ -56,7 +56,6 @@ class Connection(psycopg2.extensions.connection):
     prepares = True
     transaction_prefix = ""
     target = None
-    pooler = None  # the target's DATABASE_POOLER, or what models.db.connect found when it was not set
 
 
 class Prepared:

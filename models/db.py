@@ -10,7 +10,7 @@ import os
 import select
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import psycopg2
 import psycopg2.extensions
@@ -84,7 +84,8 @@ def connect(target):
     Nothing rides in the startup packet but the application name (which every pooler passes on):
     PgBouncer refuses `options`. A connection that keeps its session SETs its settings once; through
     a transaction pooler, SET LOCALs open each of its transactions instead (models.cursors). When
-    the target does not say (DATABASE_POOLER not set), the connection finds out first (`_pooler_between`).
+    the target does not say (DATABASE_POOLER not set), the connection finds out first (`_behind_pooler`),
+    and its `target` then says "transaction" when it found one.
     """
     target = as_target(target)
     extra = {} if _names_itself(target.url) else {"application_name": target.application_name}
@@ -96,8 +97,9 @@ def connect(target):
     autocommit = conn.autocommit
     conn.autocommit = True
     try:
-        conn.pooler = target.pooler or _pooler_between(conn)
-        if conn.pooler == "transaction":
+        if target.pooler is None and _behind_pooler(conn):
+            conn.target = replace(target, pooler="transaction")  # what others read of this connection
+        if conn.target.pooler == "transaction":
             conn.transaction_prefix, conn.prepares = _settings_sql(target, "SET LOCAL"), False
         else:
             with conn.cursor() as cur:
@@ -109,27 +111,27 @@ def connect(target):
     return conn
 
 
-def _pooler_between(conn):
-    """"transaction" when a pooler stands between `conn` and the server, else None; said once per process.
+def _behind_pooler(conn):
+    """Whether a pooler stands between `conn` and the server; the first found is said once per process.
 
-    A pooler that hands a client's transactions to several server sessions cannot give it the process
-    id of one (a cancel request names it): PgBouncer and the managed poolers answer the startup with
-    their own, so the server's pg_backend_pid() differs from the one the connection was given. Whether
-    the pooler keeps sessions cannot be seen: it is taken for a transaction pooler, whose form (SET
-    LOCALs, nothing prepared, no LISTEN) works through both.
+    A pooler that hands a client's transactions to several server sessions cannot give the client the
+    process id of any one of them, which a cancel request names: it gives one of its own (PgBouncer
+    does, in both modes), so the server's pg_backend_pid() differs from the id the connection was
+    given. A session pooler cannot be told from a transaction pooler here: both are taken for the
+    latter, whose form (SET LOCALs, nothing prepared, no LISTEN) works through either.
     """
     with conn.cursor() as cur:
         cur.execute("SELECT pg_backend_pid() AS pid")
         if cur.fetchone()["pid"] == conn.info.backend_pid:
-            return None
+            return False
     global _pooler_said
     with _pooler_said_lock:
-        said, _pooler_said = _pooler_said == os.getpid(), os.getpid()
-    if not said:
+        first, _pooler_said = _pooler_said != os.getpid(), os.getpid()
+    if first:
         log.warning("a pooler is between this process and the database (the server's process id is not the one "
                     "the connection was given): its connections keep no session state (SET LOCALs, nothing "
                     "prepared, no LISTEN); set SHIPTRACK_DATABASE_POOLER to say which it is (session or transaction)")
-    return "transaction"
+    return True
 
 
 _pooler_said = None  # the process that has said it found a pooler (a forked worker says it again)
