@@ -47,8 +47,9 @@ DEFAULTS = {
     # Connections (models/db.py, docs/operations.md "Behind a pooler" and "Timeouts").
     # Connections a process keeps to the database at most: the API's pool per gunicorn worker.
     "DATABASE_POOL_SIZE": 8,
-    # The pooler DATABASE_URL goes through: null (none: PostgreSQL itself), "session" or "transaction";
-    # through a transaction pooler nothing lives in a session (no PREPARE, no SET, no LISTEN).
+    # The pooler DATABASE_URL goes through: "session", "transaction", or null: found out at each connection
+    # (a pooler found is taken for a transaction pooler). Through a transaction pooler nothing lives in a
+    # session (no PREPARE, no SET, no LISTEN).
     "DATABASE_POOLER": None,
     # A direct URL (past the pooler) for the delivery script's LISTEN alone; null listens on DATABASE_URL,
     # or not at all through a transaction pooler (then new events are found by polling, every 5 s).

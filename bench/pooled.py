@@ -4,11 +4,12 @@
     .venv/bin/python bench/pooled.py --reuse                                     # the database seeded before
     .venv/bin/python bench/pooled.py --reuse --code /tmp/before                  # and another checkout beside it
 
-On its own bench database of $DATABASE_URL's server (else the embedded one), three services under
+On its own bench database of $DATABASE_URL's server (else the embedded one), four services under
 gunicorn with the same settings (2 sync workers), measured alternately, `--clients` connections each
 requesting as fast as answers come: `direct`; `form` (direct, but with DATABASE_POOLER=transaction:
 statements as a transaction pooler needs them, no PREPARE and SET LOCALs, without the pooler: what the
-form costs); `pooled` (through Debian's PgBouncer, transaction mode). With `--code DIR`, another
+form costs); `pooled` (through Debian's PgBouncer, transaction mode); `found` (the same PgBouncer with
+DATABASE_POOLER unset, which the service finds out at each connection). With `--code DIR`, another
 checkout's `direct` and `pooled` too, in the same rounds (the code before a change). Prints requests/s
 per round, the medians and the ratios to direct (the target for pooled: at least 0.8). Not a test.
 """
@@ -30,9 +31,12 @@ DATABASE = "shiptrack_pooled_bench"
 
 
 def service_envs(env, bouncer, url):
-    """The environments of `direct`, `form` (direct in the transaction pooler's form) and `pooled` (through `bouncer`)."""
+    """The environments of `direct`, `form` (direct in the transaction pooler's form), `pooled` (through
+    `bouncer`) and `found` (through it with DATABASE_POOLER unset: the service finds the pooler itself)."""
     pooler = {"SHIPTRACK_DATABASE_POOLER": "transaction"}
-    return {"direct": env, "form": {**env, **pooler}, "pooled": {**env, **pooler, "DATABASE_URL": bouncer.url(url)}}
+    unset = {key: value for key, value in env.items() if key != "SHIPTRACK_DATABASE_POOLER"}
+    return {"direct": env, "form": {**env, **pooler}, "pooled": {**env, **pooler, "DATABASE_URL": bouncer.url(url)},
+            "found": {**unset, "DATABASE_URL": bouncer.url(url)}}
 
 
 def main():
@@ -53,7 +57,7 @@ def main():
     headers = {"Authorization": f"Bearer {acme_token(env, 'pooled')}"}
     bouncer = PgBouncer(server, "transaction").start()
     services = {name: (port, service_env)
-                for (name, service_env), port in zip(service_envs(env, bouncer, url).items(), (18791, 18792, 18793))}
+                for (name, service_env), port in zip(service_envs(env, bouncer, url).items(), (18791, 18792, 18793, 18790))}
     code = {name: ROOT for name in services}
     if args.code:
         services.update({"direct (code)": (18797, env), "pooled (code)": (18798, services["pooled"][1])})
@@ -78,7 +82,8 @@ def main():
     medians = {name: statistics.median(values) for name, values in rates.items()}
     print("median: " + ", ".join(f"{name} {rate:.1f}/s" for name, rate in medians.items())
           + f"; form/direct {medians['form'] / medians['direct']:.2f}, "
-            f"pooled/direct {medians['pooled'] / medians['direct']:.2f} (target at least 0.80)")
+            f"pooled/direct {medians['pooled'] / medians['direct']:.2f}, "
+            f"found/direct {medians['found'] / medians['direct']:.2f} (target at least 0.80)")
     if args.code:
         print(f"{args.code}: pooled/direct {medians['pooled (code)'] / medians['direct (code)']:.2f}; "
               f"its direct against this direct {medians['direct (code)'] / medians['direct']:.2f}")

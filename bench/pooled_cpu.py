@@ -4,7 +4,8 @@
     .venv/bin/python bench/pooled_cpu.py --requests 400 --rounds 4
 
 bench/pooled.py's database and services (`direct`, `form`: direct in the transaction pooler's form,
-`pooled`: through Debian's PgBouncer in transaction mode), each under gunicorn with one worker, asked
+`pooled`: through Debian's PgBouncer in transaction mode, `found`: through it undeclared), each under
+gunicorn with one worker, asked
 one request at a time. Per request, in milliseconds of CPU (user + system, from /proc): the gunicorn
 worker, the PostgreSQL server's processes (the children of the postmaster serving the bench database),
 PgBouncer, and this client; medians over the rounds. Throughput on two cores follows from the sum:
@@ -82,7 +83,7 @@ def main():
     headers = {"Authorization": f"Bearer {acme_token(env, 'pooled-cpu')}"}
     bouncer = PgBouncer(server, "transaction").start()
     services = {name: (port, service_env)
-                for (name, service_env), port in zip(service_envs(env, bouncer, url).items(), (18794, 18795, 18796))}
+                for (name, service_env), port in zip(service_envs(env, bouncer, url).items(), (18794, 18795, 18796, 18789))}
     masters = {name: start_gunicorn(service_env, port, workers=1) for name, (port, service_env) in services.items()}
     server_pid, session = postmaster(url), requests.Session()
     results = {name: [] for name in services}

@@ -22,12 +22,16 @@ class Listener:
         self.target = target
         self.conn = None
         self._retry_at, self._retry_wait = 0.0, RETRY_FIRST_SECONDS  # when to try again; the wait after that
+        self.deaf = False
+        if target.pooler == "transaction":
+            self._go_deaf()
+
+    def _go_deaf(self):
         # A notification goes to the session that listens; a transaction pooler gives that session to
         # other clients between transactions, so LISTEN through it hears nothing, silently.
-        self.deaf = target.pooler == "transaction"
-        if self.deaf:
-            log.warning("LISTEN cannot work through a transaction pooler: new events are found by polling, "
-                        "about a second late; set DATABASE_LISTEN_URL to a direct URL for sub-second delivery")
+        self.deaf = True
+        log.warning("LISTEN cannot work through a transaction pooler: new events are found by polling, "
+                    "about a second late; set DATABASE_LISTEN_URL to a direct URL for sub-second delivery")
 
     def connect(self):
         """Listen on a new connection; True when listening (then anything committed meanwhile is news)."""
@@ -35,6 +39,10 @@ class Listener:
             return False
         try:
             conn = db.connect(self.target)
+            if conn.target.pooler == "transaction":  # found by connect: DATABASE_POOLER is not set
+                conn.close()
+                self._go_deaf()
+                return False
             conn.autocommit = True
             with conn.cursor() as cur:
                 cur.execute(f"LISTEN {CHANNEL}")

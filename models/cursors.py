@@ -46,8 +46,8 @@ class Cursor(psycopg2.extensions.cursor):
 class Connection(psycopg2.extensions.connection):
     """A connection that knows what it has prepared and how its transactions open.
 
-    `transaction_prefix` is empty on a connection that keeps its session (direct, or a session
-    pooler): its settings were SET once when it was made. Through a transaction pooler each
+    `transaction_prefix` is empty on a connection that keeps its session (direct, or a declared
+    session pooler): its settings were SET once when it was made. Through a transaction pooler each
     transaction may run on another server session, so `SET LOCAL`s open every transaction instead and
     nothing is prepared (`prepares` is False).
     """

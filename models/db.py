@@ -5,11 +5,12 @@ API's per-process pool, the one classification of database errors, explicit tran
 applying schema.sql. The cursor classes live in models/cursors.py, the embedded server in
 models/embedded.py.
 """
+import logging
 import os
 import select
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import psycopg2
 import psycopg2.extensions
@@ -23,7 +24,9 @@ from models.embedded import (EMBEDDED_DATA_DIR, EMBEDDED_DATABASE, PROJECT_DIR, 
                              embedded_database_url, resolve_database_url)
 
 SCHEMA_PATH = PROJECT_DIR / "schema.sql"
+log = logging.getLogger(__name__)
 
+# What DATABASE_POOLER may say; None (not set) finds out at each connection (see connect).
 POOLERS = (None, "session", "transaction")
 # Sessions read timestamps in UTC. Fuzzy name search (`<%`) accepts a word similarity of 0.5
 # (pg_trgm's default 0.6 misses a swapped pair of letters in a short name such as "Fruti Co").
@@ -42,7 +45,7 @@ class Target:
 
     url: str
     application_name: str = "shiptrack"
-    pooler: str | None = None          # None (direct), "session" or "transaction" (see docs/operations.md)
+    pooler: str | None = None          # "session", "transaction", or None: found at connect (docs/operations.md)
     connect_timeout: float = 0         # seconds; 0 waits as long as the operating system does
     statement_timeout: float = 0       # seconds; 0 lets a statement run as long as it takes
     pool_size: int = 8
@@ -81,7 +84,9 @@ def connect(target):
 
     Nothing rides in the startup packet but the application name (which every pooler passes on):
     PgBouncer refuses `options`. A connection that keeps its session SETs its settings once; through
-    a transaction pooler, SET LOCALs open each of its transactions instead (models.cursors).
+    a transaction pooler, SET LOCALs open each of its transactions instead (models.cursors). When
+    the target does not say (DATABASE_POOLER not set), the connection finds out first (`_behind_pooler`),
+    and its `target` then says "transaction" when it found one.
     """
     target = as_target(target)
     extra = {} if _names_itself(target.url) else {"application_name": target.application_name}
@@ -90,19 +95,48 @@ def connect(target):
     conn = psycopg2.connect(target.url, connection_factory=Connection,
                             cursor_factory=target.cursor_factory, **extra)
     conn.target = target
-    if target.pooler == "transaction":
-        conn.transaction_prefix, conn.prepares = _settings_sql(target, "SET LOCAL"), False
-        return conn
     autocommit = conn.autocommit
     conn.autocommit = True
     try:
-        with conn.cursor() as cur:
-            cur.execute(_settings_sql(target, "SET"))
+        if target.pooler is None and _behind_pooler(conn):
+            conn.target = replace(target, pooler="transaction")  # what others read of this connection
+        if conn.target.pooler == "transaction":
+            conn.transaction_prefix, conn.prepares = _settings_sql(target, "SET LOCAL"), False
+        else:
+            with conn.cursor() as cur:
+                cur.execute(_settings_sql(target, "SET"))
     except BaseException:
         conn.close()
         raise
     conn.autocommit = autocommit
     return conn
+
+
+def _behind_pooler(conn):
+    """Whether a pooler stands between `conn` and the server; the first found is said once per process.
+
+    A pooler that hands a client's transactions to several server sessions cannot give the client the
+    process id of any one of them, which a cancel request names: it gives one of its own (PgBouncer
+    does, in both modes), so the server's pg_backend_pid() differs from the id the connection was
+    given. A session pooler cannot be told from a transaction pooler here: both are taken for the
+    latter, whose form (SET LOCALs, nothing prepared, no LISTEN) works through either.
+    """
+    with conn.cursor() as cur:
+        cur.execute("SELECT pg_backend_pid() AS pid")
+        if cur.fetchone()["pid"] == conn.info.backend_pid:
+            return False
+    global _pooler_said
+    with _pooler_said_lock:
+        first, _pooler_said = _pooler_said != os.getpid(), os.getpid()
+    if first:
+        log.warning("a pooler is between this process and the database (the server's process id is not the one "
+                    "the connection was given): its connections keep no session state (SET LOCALs, nothing "
+                    "prepared, no LISTEN); set SHIPTRACK_DATABASE_POOLER to say which it is (session or transaction)")
+    return True
+
+
+_pooler_said = None  # the process that has said it found a pooler (a forked worker says it again)
+_pooler_said_lock = threading.Lock()
 
 
 def _names_itself(url):

@@ -37,8 +37,9 @@ _IS_EMPTY_SQL = "SELECT to_regclass('organizations') IS NULL AS empty"
 _RECORD_SQL = "INSERT INTO schema_migrations (version, name) VALUES (%(version)s, %(name)s) ON CONFLICT DO NOTHING"
 # One migration recorded as applied by upgrade, which holds the lock: recording it twice is a bug.
 _RECORD_UPGRADE_SQL = "INSERT INTO schema_migrations (version, name) VALUES (%(version)s, %(name)s)"
-# The notices of IF NOT EXISTS and friends are not news to whoever runs init or upgrade.
-_QUIET_SQL = "SET client_min_messages = warning"
+# The notices of IF NOT EXISTS and friends are not news to whoever runs init or upgrade. LOCAL: in the
+# caller's transaction alone, never left on a server session a transaction pooler gives to others.
+_QUIET_SQL = "SET LOCAL client_min_messages = warning"
 # One init or upgrade at a time, until the caller's transaction ends.
 _LOCK_SQL = "SELECT pg_advisory_xact_lock(%(key)s)"
 

@@ -8,10 +8,22 @@ import tempfile
 from pathlib import Path
 from urllib.parse import quote, urlunsplit
 
+import psycopg2
 import pytest
 from psycopg2.extensions import parse_dsn
 
 from tests.support.processes import free_port, stop, wait_for
+
+# The parameters PgBouncer itself sets on a server connection to each client's own values when it links them.
+_TRACKED = ("application_name", "client_encoding", "DateStyle", "IntervalStyle", "TimeZone",
+            "standard_conforming_strings")
+# What a server connection carries from its earlier clients: settings SET in its session (source
+# 'session' outside any SET LOCAL), beyond those PgBouncer sets itself, prepared statements and LISTENs.
+# pg_trgm's settings are placeholders, missing from pg_settings, until a call of it loads the library.
+_LEFT_SQL = """SELECT show_trgm(''), array(SELECT name || ' = ' || setting FROM pg_settings
+                            WHERE source = 'session' AND name <> ALL(%s) ORDER BY name)
+                   || array(SELECT 'prepared ' || name FROM pg_prepared_statements ORDER BY name)
+                   || array(SELECT 'listening ' || pg_listening_channels()) AS left"""
 
 
 def _listening(port):
@@ -33,6 +45,7 @@ class PgBouncer:
         # A folder of its own in /tmp: PgBouncer refuses to run as root, and the user it runs as instead
         # must reach its files (pytest's folders are root's alone).
         self.mode, self.folder, self.port = mode, Path(tempfile.mkdtemp(prefix="pgbouncer-")), free_port()
+        self.pool_size = pool_size or (2 if mode == "transaction" else 20)
         folder = self.folder
         server = parse_dsn(server_url)
         self.user = server.get("user") or "postgres"
@@ -47,7 +60,7 @@ class PgBouncer:
             "unix_socket_dir =", "auth_type = trust", f"auth_file = {folder / 'users.txt'}", f"pool_mode = {mode}",
             "max_client_conn = 500",
             # Through a transaction pooler many clients share few server sessions: two make that certain.
-            f"default_pool_size = {pool_size or (2 if mode == 'transaction' else 20)}", f"logfile = {folder / 'pgbouncer.log'}",
+            f"default_pool_size = {self.pool_size}", f"logfile = {folder / 'pgbouncer.log'}",
             f"pidfile = {folder / 'pgbouncer.pid'}", *self._run_as(host), ""]))
         self.process = None
 
@@ -79,6 +92,24 @@ class PgBouncer:
         database = replace.get("database") or parse_dsn(database_url)["dbname"]
         user = replace.get("user") or self.user
         return urlunsplit(("postgresql", f"{quote(user)}@127.0.0.1:{self.port}", "/" + quote(database), "", ""))
+
+    def server_sessions(self, database_url):
+        """What each server connection of `database_url`'s pool carries from earlier clients (a list each).
+
+        As many clients as the pool has server connections, each in a transaction at once: each holds a
+        different one (one PgBouncer opens now is new, and carries nothing).
+        """
+        clients = [psycopg2.connect(self.url(database_url)) for _ in range(self.pool_size)]
+        try:
+            found = []
+            for client in clients:
+                with client.cursor() as cur:
+                    cur.execute(_LEFT_SQL, (list(_TRACKED),))
+                    found.append(cur.fetchone()[1])
+            return found
+        finally:
+            for client in clients:
+                client.close()
 
     def log(self):
         """What PgBouncer logged."""
