@@ -4,11 +4,11 @@
 
 On the bench database of bench/api.py (100,000 shipments): the service and bench/floor_app.py (the
 same 100 rows as one json_agg, text passed through: what the hardware gives before any API work)
-each under gunicorn with 2 workers (the service with gunicorn.conf.py, the floor with gunicorn's sync default), measured alternately, `--clients`
-connections each requesting as fast as answers come for `--seconds`. Prints requests/s per round,
-the medians and the ratio service/floor (the target: at least 1, docs/performance.md), and the CPU time
-its gunicorn (master and workers) used per request answered: unlike requests/s, a figure that other
-programs running on the machine hardly change.
+each under gunicorn with 2 workers (the service with gunicorn.conf.py, the floor with gunicorn's
+sync worker), measured alternately, `--clients` connections each requesting as fast as answers come
+for `--seconds`. Prints requests/s per round, the medians and the ratio service/floor (the target: at
+least 1, docs/performance.md), and the CPU time each gunicorn (master and workers) used per request
+answered: a figure that other programs busy on the machine change less than requests/s.
 
 With `--code DIR` a third gunicorn serves the same database from another checkout (the code before a
 change, e.g. `git archive <commit> | tar -x -C DIR`), measured in turn with the other two, so old and

@@ -12,7 +12,7 @@ import pytest
 import requests
 
 from serving import REQUEST_SECONDS
-from tests.support import fronts
+from tests.support import operations
 from tests.support.factories import make_org, make_token
 from tests.support.processes import gunicorn, wait_for
 from tests.support.slow_clients import SlowClients, probe, slow_body, slow_head
@@ -35,9 +35,9 @@ def served(front, database_url, tmp_path):
         if front == "direct":
             yield base
             return
-        if fronts.HAPROXY is None and front == "haproxy" or fronts.NGINX is None and front == "nginx":
+        if operations.HAPROXY is None and front == "haproxy" or operations.NGINX is None and front == "nginx":
             pytest.skip(f"{front} (Debian's package) is not installed")
-        start = fronts.haproxy if front == "haproxy" else fronts.nginx
+        start = operations.haproxy if front == "haproxy" else operations.nginx
         address = base.removeprefix("http://")
         with start(tmp_path, (address, address)) as (through, _process):
             yield through

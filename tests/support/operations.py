@@ -1,4 +1,4 @@
-"""docs/operations.md's haproxy and nginx examples, run as written there (addresses changed), with Debian's binaries."""
+"""docs/operations.md's examples run as written there (addresses changed) with Debian's haproxy and nginx."""
 import re
 import shutil
 import subprocess
