@@ -133,7 +133,7 @@ class JsonErrorWorker(ThreadWorker):
         self.body_limit = settings["MAX_CONTENT_LENGTH"]
         # A request in the application holds at most one pooled connection: no more run at once than the pool
         # holds, so the others wait here for one rather than fail for want of a connection (models/db.py).
-        self.in_application = threading.BoundedSemaphore(settings["DATABASE_POOL_SIZE"])
+        self.in_application = threading.BoundedSemaphore(int(settings["DATABASE_POOL_SIZE"]))
         super().init_process()
 
     def handle(self, conn):
