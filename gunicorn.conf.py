@@ -15,8 +15,8 @@ worker_class = "serving.JsonErrorWorker"
 # Threads per worker: enough for many slow clients at once beside the requests the application runs (at
 # most DATABASE_POOL_SIZE at a time per worker: serving.py). An idle thread costs a little memory only.
 threads = 32
-# Each response closes its connection, as with the sync worker before: a front that keeps idle connections
-# to an instance longer than gunicorn does would now and then send a request on one gunicorn has just closed.
+# Each response closes its connection: a front that keeps idle connections to an instance longer than
+# gunicorn does would now and then send a request on one gunicorn has just closed (a 502 for a POST).
 keepalive = 0
 
 # No control socket (gunicorn's `gunicornc`): every instance on a host would share the one default path,
