@@ -8,8 +8,20 @@ import shutil
 import tempfile
 from pathlib import Path
 
-# Requests gunicorn refuses before the application sees them get the JSON error body, not HTML.
+# gunicorn's threaded worker: each request is read whole, within serving.REQUEST_SECONDS, by one of a
+# worker's threads before the application runs it, so a slow client holds a thread for that long at most,
+# not the process. What gunicorn refuses itself gets the JSON error body, not HTML.
 worker_class = "serving.JsonErrorWorker"
+# Threads per worker: enough for many slow clients at once beside the requests the application runs (at
+# most DATABASE_POOL_SIZE at a time per worker: serving.py). An idle thread costs a little memory only.
+threads = 32
+# Each response closes its connection: a front that keeps idle connections to an instance longer than
+# gunicorn does would now and then send a request on one gunicorn has just closed (a 502 for a POST).
+keepalive = 0
+
+# No control socket (gunicorn's `gunicornc`): every instance on a host would share the one default path,
+# and stopping one removes the others'. Instances are managed with signals (systemd, a Procfile manager).
+control_socket_disable = True
 
 # The longest request line the description allows is about 7,700 bytes (all of GET /shipments'
 # parameters at their longest, percent-encoded; tests/contract/test_http_limits.py computes it), above

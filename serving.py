@@ -1,15 +1,29 @@
-"""The gunicorn worker: requests gunicorn refuses itself are answered with the API's JSON error body."""
+"""The gunicorn worker: threads that read each request whole, within a deadline, before the application sees it.
+
+Requests gunicorn refuses itself are answered with the API's JSON error body (docs/decisions.md, "HTTP edges").
+"""
+import io
 import json
+import socket
 import ssl
+import threading
+import time
 from datetime import datetime
 
 from gunicorn import util
 from gunicorn.http import errors as http_errors
+from gunicorn.http.body import LengthReader
 from gunicorn.http.wsgi import Response, default_environ
-from gunicorn.workers.sync import SyncWorker
+from gunicorn.workers.gthread import ThreadWorker
 
 from api.errors import InternalError, InvalidParameter
 from api.observe import request_id
+from config import load_config
+
+# A request's head and body must have arrived this many seconds after its worker thread started on it. Each
+# read has the time left, not a time of its own: a client sending a byte a second would meet any per-read
+# timeout and hold the thread for as long as it cares to.
+REQUEST_SECONDS = 10
 
 # gunicorn.workers.base.Worker.handle_error answers these as the client's fault (with HTML); so do we,
 # as 400 invalid_parameter: the spec's status for "a parameter or header is invalid".
@@ -20,12 +34,21 @@ _REQUEST_LINE_ERRORS = (http_errors.InvalidRequestLine, http_errors.InvalidReque
                         http_errors.InvalidHTTPVersion)
 
 
+class RequestTimeout(Exception):
+    """A request that had not arrived whole REQUEST_SECONDS after its thread started reading it."""
+
+    def __str__(self):
+        return f"the request had not arrived whole after {REQUEST_SECONDS} s"
+
+
 def client_error(exc, cfg):
     """The InvalidParameter answering a request gunicorn could not read, else None (our fault)."""
     # Subclasses of InvalidHeader and ParseException that gunicorn counts as its own or the app's fault.
     if isinstance(exc, (http_errors.InvalidResponseHeader, http_errors.InvalidResponseHeaderName,
                         http_errors.ConfigurationProblem)):
         return None
+    if isinstance(exc, RequestTimeout):
+        return InvalidParameter(f"The request did not arrive whole within {REQUEST_SECONDS} seconds.")
     if isinstance(exc, http_errors.LimitRequestLine):
         return InvalidParameter(f"The request line is longer than {cfg.limit_request_line} bytes; "
                                 f"shorten the query.")
@@ -57,8 +80,113 @@ def error_bytes(error):
     return head.encode("latin-1") + body
 
 
-class JsonErrorWorker(SyncWorker):
-    """gunicorn's sync worker; only the responses gunicorn writes itself differ (JSON, not HTML)."""
+class ClientSocket(socket.socket):
+    """A client's connection whose reads fail with RequestTimeout once `deadline` (time.monotonic()) has passed."""
+
+    deadline = None
+
+    def recv(self, size, flags=0):
+        """socket.recv, given only the time left before the deadline, if one is set."""
+        if self.deadline is None:
+            return super().recv(size, flags)
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise RequestTimeout()
+        self.settimeout(remaining)
+        try:
+            return super().recv(size, flags)
+        except TimeoutError:
+            raise RequestTimeout() from None
+        finally:
+            self.settimeout(None)
+
+
+class ReceivedBody(io.BytesIO):
+    """A request body read before the application ran: its bytes, then the framing error that cut it, if any."""
+
+    def __init__(self, data, error=None):
+        super().__init__(data)
+        self.error = error
+
+    def read(self, size=-1):
+        """BytesIO.read; past the last byte, the error reading the body met (the application answers it)."""
+        data = super().read(size)
+        if not data and size != 0 and self.error is not None:
+            raise self.error
+        return data
+
+
+# What ThreadWorker.handle returns for a connection this worker closed already (see finish_request).
+_CLOSED = object()
+
+
+class JsonErrorWorker(ThreadWorker):
+    """gunicorn's gthread worker, reading requests whole within REQUEST_SECONDS; its own answers are JSON.
+
+    A slow client holds one of the worker's threads for REQUEST_SECONDS at most, never the process, a
+    database connection or a place among the requests the application runs at once.
+    """
+
+    def init_process(self):
+        """Read the settings the worker keeps to (the body limit, the pool size), then run."""
+        settings = load_config()
+        self.body_limit = settings["MAX_CONTENT_LENGTH"]
+        # A request in the application holds at most one pooled connection: no more run at once than the pool
+        # holds, so the others wait here for one rather than fail for want of a connection (models/db.py).
+        self.in_application = threading.BoundedSemaphore(int(settings["DATABASE_POOL_SIZE"]))
+        super().init_process()
+
+    def handle(self, conn):
+        """ThreadWorker.handle with a deadline on reading the request, closing the connection in this thread."""
+        if type(conn.sock) is socket.socket:  # a new connection (TLS wraps it later, without a deadline)
+            conn.sock = ClientSocket(fileno=conn.sock.detach())
+            conn.sock.setblocking(False)  # as gthread left it: the thread waits for its first byte in a selector
+        reading = isinstance(conn.sock, ClientSocket)
+        if reading:
+            conn.sock.deadline = time.monotonic() + REQUEST_SECONDS
+        try:
+            keep = super().handle(conn)
+        finally:
+            if reading:
+                conn.sock.deadline = None
+        if keep is False:
+            # Here, not in the worker's main loop, which would wait up to 2 s on a client that does not close.
+            util.close_graceful(conn.sock)
+            return _CLOSED
+        return keep
+
+    def finish_request(self, conn, fs):
+        """ThreadWorker.finish_request, for a connection handle() has not closed already."""
+        if not fs.cancelled() and fs.exception() is None and fs.result() is _CLOSED:
+            self.nr_conns -= 1
+            return
+        super().finish_request(conn, fs)
+
+    def handle_request(self, req, conn):
+        """Receive the body first, then run the application when fewer than the pool's size run already."""
+        self.receive_body(req, conn.sock)
+        with self.in_application:
+            return super().handle_request(req, conn)
+
+    def receive_body(self, req, sock):
+        """Read the request's body into memory, up to body_limit + 1 bytes, so no client is waited on later.
+
+        A longer declared length is left unread (the application refuses it on its Content-Length) and
+        the connection closes after the answer, as after a body not read to its end.
+        """
+        if isinstance(req.body.reader, LengthReader) and req.body.reader.length > self.body_limit:
+            req.must_close = True
+            return
+        if req._expected_100_continue:  # the client waits for this before it sends the body
+            sock.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+            req._expected_100_continue = False
+        try:
+            data, error = req.body.read(self.body_limit + 1), None
+        except http_errors.ParseException as broken:  # chunked framing: answered where the body is read
+            data, error = b"", broken
+        if error is not None or len(data) > self.body_limit:
+            req.must_close = True
+        req.body = ReceivedBody(data, error)
 
     def handle_error(self, req, client, addr, exc):
         """What Worker.handle_error does (log, access log, answer), with the spec's error body."""

@@ -341,7 +341,9 @@ def test_limits_shared_by_gunicorn_workers(conn, database_url, tmp_path):
     env = {**os.environ, "DATABASE_URL": database_url,
            "SHIPTRACK_RATE_LIMITS": json.dumps({"window_seconds": 300, "per_token": 5, "per_ip": 100,
                                                 "anonymous_per_ip": 3})}
-    command = [str(Path(sys.executable).parent / "gunicorn"), "-w", "2", "-b", f"127.0.0.1:{port}",
+    # Sync workers: the test holds one with a silent connection, which a threaded worker would not wait on.
+    command = [str(Path(sys.executable).parent / "gunicorn"), "-k", "sync", "--threads", "1", "-w", "2",
+               "-b", f"127.0.0.1:{port}",
                "--access-logfile", str(access_log), "--access-logformat", "%(p)s %(s)s",
                "--error-logfile", str(error_log), "app:create_app()"]
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
