@@ -15,6 +15,8 @@ HEADING = re.compile(r"^#{1,6} (.+?)\s*#*$", re.M)
 # A page of one kind (tutorial, how-to, reference, explanation) stays short enough to read whole;
 # a longer one is two pages (docs/README.md lists them).
 MOST_LINES = 350
+# A page a file names, `docs/<page>.md`, and the section it quotes after it, if any: `(docs/webhooks.md, "Requests")`.
+CITED_PAGE = re.compile(r"\bdocs/([\w-]+\.md)(?:'s)?(?:,? ?\(?\s*)(?:\"([^\"\n]+)\")?")
 
 
 def text_files():
@@ -58,6 +60,20 @@ def test_every_relative_link_of_the_docs_resolves_to_its_file_and_heading():
             elif anchor and linked.suffix == ".md" and anchor not in set(anchors(linked)):
                 broken.append(f"{page.relative_to(ROOT)}: {target}#{anchor}")
     assert broken == []
+
+
+def test_every_docs_page_a_file_names_exists_with_the_section_it_quotes():
+    """Code comments, error messages and pages send readers to `docs/<page>.md, "<section>"`: both must be there
+    (a section moved to another page leaves its name and a link behind)."""
+    missing = []
+    for path in text_files():
+        for page, section in CITED_PAGE.findall(path.read_text(errors="replace")):
+            target = ROOT / "docs" / page
+            if not target.exists():
+                missing.append(f"{path.relative_to(ROOT)}: docs/{page}")
+            elif section and section.lower() not in re.sub(r"[*`]", "", target.read_text()).lower():
+                missing.append(f"{path.relative_to(ROOT)}: docs/{page}, {section}")
+    assert missing == []
 
 
 def test_the_anchor_of_a_heading_is_githubs():
