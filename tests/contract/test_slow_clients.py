@@ -1,4 +1,4 @@
-"""Slow clients cannot starve the service: gunicorn as the README starts it, alone or behind operations.md's fronts.
+"""Slow clients cannot starve the service: gunicorn as the README starts it, alone or behind monitoring.md's fronts.
 
 Eight clients send requests a byte a second (their heads, or the bodies of POST /mcp, half with a token)
 while probes of GET /healthz and GET /organization count the answers that came within 2 s.

@@ -1,4 +1,4 @@
-"""docs/operations.md's examples run as written there (addresses changed) with Debian's haproxy and nginx."""
+"""docs/monitoring.md's examples run as written there (addresses changed) with Debian's haproxy and nginx."""
 import re
 import shutil
 import subprocess
@@ -14,9 +14,9 @@ EXAMPLE_SERVERS = ("10.0.0.11:8000", "10.0.0.12:8000")
 
 
 def example(language):
-    """The text of operations.md's one code block in `language` (haproxy, nginx, yaml...)."""
-    blocks = re.findall(rf"```{language}\n(.*?)```", (ROOT / "docs" / "operations.md").read_text(), re.S)
-    assert len(blocks) == 1, f"operations.md has {len(blocks)} {language} blocks"
+    """The text of monitoring.md's one code block in `language` (haproxy, nginx, yaml...)."""
+    blocks = re.findall(rf"```{language}\n(.*?)```", (ROOT / "docs" / "monitoring.md").read_text(), re.S)
+    assert len(blocks) == 1, f"monitoring.md has {len(blocks)} {language} blocks"
     return blocks[0]
 
 

@@ -1,6 +1,7 @@
-"""The service as operations.md runs it: gunicorn workers summed in /metrics, the access log, haproxy, nginx, Prometheus.
+"""The service as operations.md and monitoring.md run it: gunicorn workers summed in /metrics, the access log,
+haproxy, nginx, Prometheus.
 
-haproxy runs docs/operations.md's own example (ports changed) in front of two gunicorn instances whose
+haproxy runs docs/monitoring.md's own example (ports changed) in front of two gunicorn instances whose
 database is reached through a TCP proxy that the test stops and starts: an outage on demand. Prometheus
 runs its example against a web and a delivery process with their default settings.
 """

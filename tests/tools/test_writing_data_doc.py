@@ -1,4 +1,5 @@
-"""docs/writing-data.md runs as written: its commands and SQL on a fresh database, then its GETs answer its JSON."""
+"""docs/first-shipment.md runs as written: its commands and SQL on a fresh database, then the GETs of
+docs/first-shipment-read.md answer its JSON."""
 import json
 import re
 import shlex
@@ -6,17 +7,16 @@ import shlex
 from tests.support import ROOT
 from tests.support.factories import auth
 
-PAGE = ROOT / "docs" / "writing-data.md"
-# The example's section: shell commands, SQL blocks (one transaction each) and the answers shown.
-SECTION = re.compile(r"^## A first shipment, step by step\n(.*?)^## ", re.S | re.M)
+# The tutorial's two pages: shell commands and SQL blocks (one transaction each), then the answers shown.
+PAGES = (ROOT / "docs" / "first-shipment.md", ROOT / "docs" / "first-shipment-read.md")
 BLOCK = re.compile(r"^```(sh|sql)\n(.*?)^```$", re.S | re.M)
 ANSWER = re.compile(r"^`GET (\S+)` answers:\n\n```json\n(.*?)^```$", re.S | re.M)
 FLASK = ".venv/bin/flask --app app "
 
 
 def example():
-    """(shell commands, SQL blocks, [(path, expected JSON)]) of the page's example, in page order."""
-    section = SECTION.search(PAGE.read_text()).group(1)
+    """(shell commands, SQL blocks, [(path, expected JSON)]) of the tutorial, in page order."""
+    section = "".join(page.read_text() for page in PAGES)
     blocks = BLOCK.findall(section)
     commands = [line for kind, text in blocks if kind == "sh" for line in text.splitlines() if line.strip()]
     statements = [text for kind, text in blocks if kind == "sql"]
