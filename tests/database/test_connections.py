@@ -89,9 +89,10 @@ def test_one_classification_of_connection_errors(message, kind):
 def test_a_statement_timeout_is_a_timeout_and_a_deadlock_a_statement(database_url):
     conn = db.connect(db.Target(database_url, statement_timeout=0.05))
     try:
-        with pytest.raises(psycopg2.errors.QueryCanceled) as canceled, conn.cursor() as cur:
+        with pytest.raises(db.DatabaseTimeout, match="canceling statement due to statement timeout") as canceled, \
+                conn.cursor() as cur:
             cur.execute("SELECT pg_sleep(1)")
-        assert db.classify(canceled.value, conn) == db.TIMEOUT
+        assert db.classify(canceled.value, conn) == db.TIMEOUT and not conn.closed
     finally:
         conn.close()
     assert db.classify(psycopg2.errors.DeadlockDetected("deadlock detected")) == db.STATEMENT
