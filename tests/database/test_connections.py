@@ -104,6 +104,40 @@ def test_a_connect_that_fails_is_unavailable_and_a_setup_error_says_so():
     assert isinstance(error, db.DatabaseSetupError) and isinstance(error, db.DatabaseUnavailable)
 
 
+def test_a_lost_connection_is_database_lost_and_a_statement_error_passes_as_it_is(database_url, conn):
+    lost = db.connect(database_url)
+    try:
+        with lost.cursor() as cur:
+            cur.execute("CREATE TEMPORARY TABLE t (id int PRIMARY KEY); INSERT INTO t VALUES (1)")
+            lost.commit()
+            with pytest.raises(db.UniqueViolation, match="t_pkey"):
+                cur.execute("INSERT INTO t VALUES (1)")
+            lost.rollback()
+            cur.execute("SELECT pg_backend_pid() AS pid")
+            pid = cur.fetchone()["pid"]
+        with conn.cursor() as cur:
+            cur.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        with pytest.raises(db.DatabaseLost, match="connection") as caught, lost.cursor() as cur:
+            cur.execute("SELECT 1")
+        assert isinstance(caught.value, db.DatabaseUnavailable) and lost.closed
+    finally:
+        lost.close()
+
+
+def test_a_commit_on_a_lost_connection_is_database_lost(database_url, conn):
+    lost = db.connect(database_url)
+    try:
+        with lost.cursor() as cur:
+            cur.execute("SELECT pg_backend_pid() AS pid")
+            pid = cur.fetchone()["pid"]
+        with conn.cursor() as cur:
+            cur.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        with pytest.raises(db.DatabaseLost):
+            lost.commit()
+    finally:
+        lost.close()
+
+
 def test_one_database_unavailable():
     from delivery import worker
 
