@@ -4,12 +4,12 @@ configure_logging installs this for the API, its CLI and the delivery script; gu
 names `logs.GunicornLogger` so that gunicorn's own lines and its access log follow the same format.
 """
 import contextvars
-import json
 import logging
 import re
 import time
 from urllib.parse import quote
 
+import pythonjsonlogger.json
 from gunicorn import glogging
 
 from config import load_config
@@ -109,21 +109,22 @@ class TextFormatter(logging.Formatter):
         return f"{first} request_id={request_id}{newline}{rest}"
 
 
-class JsonFormatter(logging.Formatter):
+class JsonFormatter(pythonjsonlogger.json.JsonFormatter):
     """One JSON object per line: time, level, logger, pid, message, request_id, the record's extra fields, exception."""
 
-    def format(self, record):
-        """The record as one line of JSON (a traceback is a string field, never a second line)."""
-        entry = {"time": self.formatTime(record), "level": record.levelname, "logger": record.name,
-                 "pid": record.process, "message": record.getMessage()}
-        entry.update((key, value) for key, value in vars(record).items() if key not in _RECORD_ATTRIBUTES)
-        if entry.get("request_id") is None:
-            entry.pop("request_id", None)
-        if record.exc_info:
-            entry["exception"] = self.formatException(record.exc_info)
-        elif record.exc_text:
-            entry["exception"] = record.exc_text
-        return json.dumps(entry, default=str)
+    def __init__(self):
+        super().__init__("{asctime}{levelname}{name}{process}{message}", style="{", json_default=str,
+                         rename_fields={"asctime": "time", "levelname": "level", "name": "logger",
+                                        "process": "pid", "exc_info": "exception"},
+                         reserved_attrs=sorted(_RECORD_ATTRIBUTES))
+
+    def process_log_record(self, log_record):
+        """No request_id outside a request; the traceback (a string field, never a second line) last."""
+        if log_record.get("request_id", "") is None:
+            del log_record["request_id"]
+        if "exception" in log_record:
+            log_record["exception"] = log_record.pop("exception")
+        return log_record
 
     def formatTime(self, record, datefmt=None):
         """UTC, ISO 8601 with milliseconds."""

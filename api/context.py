@@ -1,8 +1,6 @@
 """The request's database connection and who is asking."""
 import logging
 
-import psycopg2
-import psycopg2.extensions
 from flask import current_app, g
 
 from models import db
@@ -41,21 +39,17 @@ def first_statements(work):
     The liveness check of get_conn cannot see a connection that dies between the check and the first
     statement (or drops on the way). Repeating is safe only here: the first statement reads and counts,
     and nothing else of this request has happened; a count that committed just before its connection
-    dropped is counted once more (one request too many, only on a lost connection). A second failure
-    is the database being away: DatabaseUnavailable.
+    dropped is counted once more (one request too many, only on a lost connection). A second loss
+    is the database being away: DatabaseLost, a DatabaseUnavailable.
     """
     for last_try in (False, True):
         conn = get_conn()
         try:
             return work(conn)
-        except (psycopg2.OperationalError, psycopg2.InterfaceError) as error:
-            kind = db.classify(error, conn)
-            if kind == db.STATEMENT:
+        except db.DatabaseLost as error:
+            if last_try:
                 raise
-            if last_try or kind != db.LOST:
-                raise db.DatabaseUnavailable(db.describe(error)) from error
-            log.info("pooled connection lost before its first statement (%s); retrying once on a new one",
-                     db.describe(error))
+            log.info("pooled connection lost before its first statement (%s); retrying once on a new one", error)
             _discard_conn()
 
 
@@ -75,12 +69,10 @@ def release_conn(error=None):
         return
     broken = False
     try:
-        if not conn.closed and conn.info.transaction_status != psycopg2.extensions.TRANSACTION_STATUS_IDLE:
+        if db.in_transaction(conn):
             conn.rollback()
-    except (psycopg2.OperationalError, psycopg2.InterfaceError) as lost:
-        if db.classify(lost, conn) == db.STATEMENT:
-            raise
-        log.warning("connection lost at the end of a request: %s", db.describe(lost))
+    except db.DatabaseUnavailable as lost:
+        log.warning("connection lost at the end of a request: %s", lost)
         broken = True
     finally:
         db.checkin(database(), conn, broken=broken)

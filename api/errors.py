@@ -1,7 +1,6 @@
 """The one error contract: {error: {type, code, message, param}}, produced here only."""
 import logging
 
-import psycopg2
 from flask import current_app, g, jsonify
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound, RequestEntityTooLarge
 
@@ -208,14 +207,14 @@ def _database_unavailable(error):
 
 
 def _database_error(error):
-    # Only a lost connection, a statement timeout or a setup error is the database being away; any other
-    # error is a bug and stays a 500.
-    kind = db.classify(error, g.get("conn"))
-    if kind == db.STATEMENT:
+    # The connection layer (models/db.py) raised the database being away as DatabaseUnavailable; a driver's
+    # error from elsewhere (a closed connection's setters) is translated here. A statement's error is a
+    # bug and stays a 500.
+    unavailable = db.translate(error, g.get("conn"))
+    if unavailable is None:
         metrics.DATABASE_ERRORS.labels("statement").inc()
         raise error
-    reason = f"{kind}: {db.describe(error)}"
-    return _database_unavailable(db.DatabaseSetupError(reason) if kind == db.SETUP else reason)
+    return _database_unavailable(unavailable)
 
 
 def register_error_handlers(app):
@@ -223,5 +222,5 @@ def register_error_handlers(app):
     app.register_error_handler(ApiError, error_response)
     app.register_error_handler(HTTPException, lambda exc: error_response(_from_http_exception(exc)))
     app.register_error_handler(db.DatabaseUnavailable, _database_unavailable)
-    app.register_error_handler(psycopg2.OperationalError, _database_error)
-    app.register_error_handler(psycopg2.InterfaceError, _database_error)
+    app.register_error_handler(db.OperationalError, _database_error)
+    app.register_error_handler(db.InterfaceError, _database_error)

@@ -1,7 +1,6 @@
 """What runs before every view: rate limits, the size of the body, the bearer token, the Service-Version header."""
 from dataclasses import dataclass
 
-import psycopg2
 from flask import current_app, g, request
 
 from api import versions
@@ -149,9 +148,7 @@ def count_not_modified():
     try:
         budget = rate_limits.count_not_modified(get_conn(), policies, NOT_MODIFIED + bucket, counted.window_start,
                                                 budget_quota, limits["window_seconds"])
-    except (db.DatabaseUnavailable, psycopg2.OperationalError, psycopg2.InterfaceError) as error:
-        if isinstance(error, psycopg2.Error) and db.classify(error, g.get("conn")) == db.STATEMENT:
-            raise
+    except db.DatabaseUnavailable:
         # The 304 is still right; the database went away after the view, so its count stays.
         return None
     budget_state = LimitState(budget_policy, budget_quota, budget_quota - budget.hits, budget.resets_in)

@@ -14,7 +14,6 @@ import os
 from collections import defaultdict
 from contextlib import contextmanager
 
-import psycopg2
 from prometheus_client import values
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client import REGISTRY as PROCESS_REGISTRY
@@ -29,12 +28,6 @@ log = logging.getLogger(__name__)
 # The mode prometheus_client chose when first imported (PROMETHEUS_MULTIPROC_DIR set then or not): the
 # counts are where that mode writes them, whatever the environment says later.
 MULTIPROCESS = values.ValueClass is not values.MutexValue
-# In that mode every increment asks the kernel for the pid, to notice a fork. A pid kept here and renewed
-# in a forked child is the same answer without a system call on every increment of every request.
-_PID = [os.getpid()]
-os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
-if MULTIPROCESS:
-    values.ValueClass = values.MultiProcessValue(process_identifier=lambda: _PID[0])
 
 # The one route label of a request that matched no URL rule: raw paths would give a series per probe.
 UNMATCHED_ROUTE = "unmatched"
@@ -121,8 +114,8 @@ class DatabaseGauges:
         try:
             conn.autocommit = True
             return monitoring.gauges(conn, self.timeout_seconds)
-        except psycopg2.Error as error:
-            broken = db.is_disconnect(error, conn)
+        except db.Error as error:
+            broken = isinstance(error, db.DatabaseLost) or bool(conn.closed)
             log.warning("metrics: the gauges' statement failed: %s", " ".join(str(error).split()))
             return None
         finally:

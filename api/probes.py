@@ -8,7 +8,6 @@ import json
 import threading
 import time
 
-import psycopg2
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from api import metrics
@@ -80,12 +79,14 @@ class Probes:
         try:
             conn.autocommit = True
             state = monitoring.schema_state(conn, timeout)
-        except psycopg2.errors.QueryCanceled:
+        except db.DatabaseTimeout:
+            if conn.closed:  # the client's deadline (models/deadline.py) gave the connection up: out of reach
+                return self._not_ready("the service cannot reach its database")
             return self._not_ready(f"the database did not answer within {timeout:g} s")
-        except psycopg2.errors.UndefinedTable:
+        except db.UndefinedTable:
             return self._not_ready("the database has no schema: run `flask --app app db init`")
-        except (psycopg2.OperationalError, psycopg2.InterfaceError) as error:
-            broken = db.is_disconnect(error, conn)
+        except (db.DatabaseUnavailable, db.OperationalError, db.InterfaceError) as error:
+            broken = isinstance(error, db.DatabaseLost) or bool(conn.closed)
             return self._not_ready("the service cannot reach its database")
         finally:
             db.checkin(url, conn, broken=broken)

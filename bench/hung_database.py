@@ -29,6 +29,7 @@ from benchkit import RAISED_LIMITS, ROOT, bench_url  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
 from models import db  # noqa: E402
+from tests.support.databases import apply_schema  # noqa: E402
 from tests.support.factories import make_org, make_token  # noqa: E402
 from tests.support.processes import free_port, stop, wait_listening  # noqa: E402
 from tests.support.tcp_proxy import TcpProxy  # noqa: E402
@@ -46,7 +47,7 @@ def fresh_database(server, url):
     admin.close()
     conn = db.connect(url)
     conn.autocommit = True
-    db.apply_schema(conn)
+    apply_schema(conn)
     token = make_token(conn, make_org(conn, "acme"))
     conn.close()
     return token

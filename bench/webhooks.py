@@ -40,6 +40,7 @@ from bench.proc_cpu import cpu_seconds  # noqa: E402
 from delivery import signing  # noqa: E402
 from delivery.secret_key import SecretKeys  # noqa: E402
 from models import db, webhooks  # noqa: E402
+from tests.support.databases import apply_schema  # noqa: E402
 
 STATUSES = ("validated", "in_transit", "arrived", "in_warehouse", "draft")
 HEALTHY = ("fast-a", "fast-b", "fast-c")
@@ -200,7 +201,7 @@ def main():
           {k: v for k, v in env.items() if k.startswith("SHIPTRACK_WEBHOOK_") and "CA_BUNDLE" not in k})
     conn = db.connect(url)
     try:
-        db.apply_schema(conn)
+        apply_schema(conn)
         with conn.cursor() as cur:
             cur.execute("INSERT INTO organizations (name, slug) VALUES ('Bench', 'bench') RETURNING id")
             org = cur.fetchone()["id"]

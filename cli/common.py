@@ -2,7 +2,6 @@
 from contextlib import contextmanager
 
 import click
-import psycopg2
 from flask import current_app
 
 from api.ids import parse_id
@@ -22,9 +21,9 @@ def transaction():
     with deadline.installed(*deadline.beyond(target.statement_timeout, "CLI_STATEMENT_TIMEOUT")):
         try:
             conn = db.connect(target)
-        except psycopg2.Error as error:           # refused, unreachable, or not a URL at all (ProgrammingError)
-            setup = "a setup error (to fix: it does not pass by itself): " if db.classify(error) == db.SETUP else ""
-            raise click.ClickException(f"cannot connect to the database: {setup}{db.describe(error)}") from None
+        except db.DatabaseUnavailable as error:  # refused, unreachable, not answering, or not a URL at all
+            setup = "a setup error (to fix: it does not pass by itself): " if isinstance(error, db.DatabaseSetupError) else ""
+            raise click.ClickException(f"cannot connect to the database: {setup}{error}") from None
         try:
             with _lost_in_one_line(conn, "nothing was committed"):
                 yield conn
@@ -38,10 +37,8 @@ def transaction():
 def _lost_in_one_line(conn, outcome):
     try:
         yield
-    except (psycopg2.OperationalError, psycopg2.InterfaceError) as error:
-        if db.classify(error, conn) == db.STATEMENT:
-            raise
-        raise click.ClickException(f"the database stopped answering ({outcome}): {db.describe(error)}") from None
+    except db.DatabaseUnavailable as error:
+        raise click.ClickException(f"the database stopped answering ({outcome}): {error}") from None
 
 
 def require_organization(conn, slug):

@@ -10,9 +10,8 @@ import re
 from datetime import date, datetime
 from decimal import Decimal
 
-from psycopg2 import sql
-
 from models import migrations
+from models.db import sql
 
 
 class Table:

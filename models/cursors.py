@@ -1,7 +1,14 @@
-"""The cursor and connection classes of every connection (models.db.connect), and prepared statements."""
+"""The cursor and connection classes of every connection (models.db.connect), and prepared statements.
+
+Where the driver is called (a statement, a fetch, a commit, a rollback), its error meaning the database
+is away is raised as the project's own (models/db_errors.py); a statement's error passes as it is.
+"""
 import re
 
+import psycopg2
 import psycopg2.extensions
+
+from models.db_errors import translate
 
 _IDLE = psycopg2.extensions.TRANSACTION_STATUS_IDLE
 
@@ -21,21 +28,33 @@ class Cursor(psycopg2.extensions.cursor):
             if not isinstance(query, str):
                 query = query.as_string(conn)
             query = conn.transaction_prefix + query
-        return super().execute(query, vars)
+        try:
+            return super().execute(query, vars)
+        except psycopg2.Error as error:
+            _raise_translated(error, conn)
 
     def _columns(self):
         return [column.name for column in self.description]
 
     def fetchone(self):
-        row = super().fetchone()
+        try:
+            row = super().fetchone()
+        except psycopg2.Error as error:
+            _raise_translated(error, self.connection)
         return None if row is None else dict(zip(self._columns(), row))
 
     def fetchmany(self, size=None):
-        rows = super().fetchmany(self.arraysize if size is None else size)
+        try:
+            rows = super().fetchmany(self.arraysize if size is None else size)
+        except psycopg2.Error as error:
+            _raise_translated(error, self.connection)
         return [dict(zip(self._columns(), row)) for row in rows] if rows else rows
 
     def fetchall(self):
-        rows = super().fetchall()
+        try:
+            rows = super().fetchall()
+        except psycopg2.Error as error:
+            _raise_translated(error, self.connection)
         return [dict(zip(self._columns(), row)) for row in rows] if rows else rows
 
     def __iter__(self):
@@ -56,6 +75,28 @@ class Connection(psycopg2.extensions.connection):
     prepares = True
     transaction_prefix = ""
     target = None
+
+    def commit(self):
+        """Commit; DatabaseLost (or another DatabaseUnavailable) when the database is away."""
+        try:
+            super().commit()
+        except psycopg2.Error as error:
+            _raise_translated(error, self)
+
+    def rollback(self):
+        """Roll back; DatabaseLost (or another DatabaseUnavailable) when the database is away."""
+        try:
+            super().rollback()
+        except psycopg2.Error as error:
+            _raise_translated(error, self)
+
+
+def _raise_translated(error, conn):
+    # Called in an except clause: a statement's error is raised again as it is (its traceback kept).
+    unavailable = translate(error, conn)
+    if unavailable is None or unavailable is error:
+        raise error
+    raise unavailable from error
 
 
 class Prepared:

@@ -1,9 +1,11 @@
 """Connections: one module for the API, the delivery script and the CLI.
 
 Where a connection goes (`Target`: URL, pooler, timeouts, application name), how it is set up, the
-API's per-process pool, the one classification of database errors, explicit transactions, and
-applying schema.sql. The cursor classes live in models/cursors.py, the embedded server in
-models/embedded.py.
+API's per-process pool and explicit transactions. The cursor classes live in models/cursors.py, the
+embedded server in models/embedded.py. The database errors (models/db_errors.py) are named here for
+every caller: DatabaseUnavailable and its kinds (DatabaseLost, DatabaseTimeout, DatabaseSetupError),
+which the connection layer raises when the database is away, and the classes of a statement's errors
+(UniqueViolation, CheckViolation, ...), which pass as the driver raised them.
 """
 import logging
 import os
@@ -14,12 +16,15 @@ from dataclasses import dataclass, replace
 
 import psycopg2
 import psycopg2.extensions
-import psycopg2.pool
+from psycopg2 import sql  # noqa: F401  (composing identifiers: the demo's COPY)
 
 from models import breaker, deadline
 from models.cursors import Connection, Cursor, Prepared  # noqa: F401
-from models.db_errors import (LOST, SETUP, STATEMENT, TIMEOUT, DatabaseSetupError,  # noqa: F401
-                              DatabaseUnavailable, classify, describe, is_disconnect, unavailable)
+from models.db_errors import (LOST, SETUP, STATEMENT, TIMEOUT, CheckViolation, DatabaseLost,  # noqa: F401
+                              DatabaseSetupError, DatabaseTimeout, DatabaseUnavailable, DeadlockDetected,
+                              Error, ForeignKeyViolation, InterfaceError, OperationalError, PoolError,
+                              RaiseException, UndefinedTable, UniqueViolation, classify, describe,
+                              is_disconnect, translate, unavailable)
 from models.embedded import (EMBEDDED_DATA_DIR, EMBEDDED_DATABASE, PROJECT_DIR,  # noqa: F401
                              embedded_database_url, resolve_database_url)
 
@@ -86,14 +91,18 @@ def connect(target):
     PgBouncer refuses `options`. A connection that keeps its session SETs its settings once; through
     a transaction pooler, SET LOCALs open each of its transactions instead (models.cursors). When
     the target does not say (DATABASE_POOLER not set), the connection finds out first (`_behind_pooler`),
-    and its `target` then says "transaction" when it found one.
+    and its `target` then says "transaction" when it found one. Any failure is a DatabaseUnavailable
+    (DatabaseSetupError when it never passes by itself): refused, unreachable, not a URL, not answering.
     """
     target = as_target(target)
     extra = {} if _names_itself(target.url) else {"application_name": target.application_name}
     if target.connect_timeout:
         extra["connect_timeout"] = max(2, round(target.connect_timeout))  # libpq's own minimum is 2 s
-    conn = psycopg2.connect(target.url, connection_factory=Connection,
-                            cursor_factory=target.cursor_factory, **extra)
+    try:
+        conn = psycopg2.connect(target.url, connection_factory=Connection,
+                                cursor_factory=target.cursor_factory, **extra)
+    except psycopg2.Error as error:
+        raise unavailable(error) from error
     conn.target = target
     autocommit = conn.autocommit
     conn.autocommit = True
@@ -105,8 +114,10 @@ def connect(target):
         else:
             with conn.cursor() as cur:
                 cur.execute(_settings_sql(target, "SET"))
-    except BaseException:
+    except BaseException as error:
         conn.close()
+        if isinstance(error, psycopg2.Error) and not isinstance(error, DatabaseUnavailable):
+            raise unavailable(error) from error  # a statement's error here: this connection cannot be set up
         raise
     conn.autocommit = autocommit
     return conn
@@ -162,11 +173,11 @@ class Pool:
         """An idle connection, else a new one; PoolError when `pool_size` are lent already."""
         with self._lock:
             if self.closed:
-                raise psycopg2.pool.PoolError("connection pool is closed")
+                raise PoolError("connection pool is closed")
             if self._idle:
                 return self._idle.pop()
             if self._open >= self.target.pool_size:
-                raise psycopg2.pool.PoolError("connection pool exhausted")
+                raise PoolError("connection pool exhausted")
             self._open += 1
         try:
             conn = connect(self.target)
@@ -247,7 +258,7 @@ def looks_alive(conn):
     poller = select.poll()
     try:
         poller.register(conn.fileno(), select.POLLIN)
-    except (OSError, ValueError, psycopg2.InterfaceError):
+    except (OSError, ValueError, InterfaceError):
         return False
     return not poller.poll(0)
 
@@ -265,17 +276,13 @@ def checkout(target):
 
 
 def _take(pool):
-    try:
-        # The pool keeps few idle connections; every one may have died in the same outage.
-        for _attempt in range(pool.target.pool_size + 1):
-            conn = pool.get()
-            if looks_alive(conn):
-                return conn
-            pool.put(conn, close=True)
-    except psycopg2.pool.PoolError:
-        raise
-    except psycopg2.Error as error:
-        raise unavailable(error) from error
+    # The pool keeps few idle connections; every one may have died in the same outage. A new one that
+    # cannot be made raises DatabaseUnavailable (connect).
+    for _attempt in range(pool.target.pool_size + 1):
+        conn = pool.get()
+        if looks_alive(conn):
+            return conn
+        pool.put(conn, close=True)
     raise DatabaseUnavailable("every pooled connection was dead")
 
 
@@ -290,10 +297,10 @@ def _probe(pool):
             conn = _take(pool)
             try:
                 autocommit, conn.autocommit = conn.autocommit, True  # one round trip: no BEGIN
-                with conn.cursor(cursor_factory=psycopg2.extensions.cursor) as cur:
+                with conn.cursor(cursor_factory=psycopg2.extensions.cursor) as cur:  # the driver's own
                     cur.execute("SELECT 1")
                 conn.autocommit = autocommit
-            except psycopg2.Error as error:
+            except psycopg2.Error as error:  # any failure here, a statement's too, is the database away
                 pool.put(conn, close=True)
                 raise unavailable(error) from error
         answered = True
@@ -312,6 +319,11 @@ def checkin(target, conn, broken=False):
         conn.close()
     else:
         pool.put(conn, close=broken or bool(conn.closed))
+
+
+def in_transaction(conn):
+    """Whether `conn` is open and in a transaction that has not ended (a rollback would undo something)."""
+    return not conn.closed and conn.info.transaction_status != psycopg2.extensions.TRANSACTION_STATUS_IDLE
 
 
 @contextmanager
@@ -342,13 +354,6 @@ def transaction(conn, isolation_level=psycopg2.extensions.ISOLATION_LEVEL_DEFAUL
 def one_snapshot(conn):
     """Run the block's statements on one snapshot: a REPEATABLE READ transaction of their own."""
     return transaction(conn, psycopg2.extensions.ISOLATION_LEVEL_REPEATABLE_READ)
-
-
-def apply_schema(conn):
-    """Apply schema.sql and record every migration as applied; safe to run on a database that has it."""
-    from models import migrations
-
-    migrations.apply_fresh_schema(conn)
 
 
 def group_rows(rows, key):

@@ -1,12 +1,19 @@
-"""The one classification of database errors, for the API, the delivery script and the CLI.
+"""Database errors, translated once: the driver's errors become the project's own where the driver is called.
 
 Each error is one of four kinds: the connection LOST (or the server away: it passes), a statement that
 ran out of its TIMEOUT (the database not answering in time: it passes too), a SETUP error (the URL,
 the credentials, the pooler's configuration: it does not pass by itself) or a bad STATEMENT (a bug, or
-a conflict such as a deadlock on a healthy connection).
+a conflict such as a deadlock on a healthy connection). models/cursors.py and models/db.py raise the
+first three as DatabaseLost, DatabaseTimeout and DatabaseSetupError (each a DatabaseUnavailable) and
+let a statement's error through as the driver raised it; its classes are named here, so that no module
+outside models/ imports the driver.
 """
 import psycopg2
 import psycopg2.extensions
+from psycopg2 import Error, InterfaceError, OperationalError  # noqa: F401  (the statement errors' classes)
+from psycopg2.errors import (CheckViolation, DeadlockDetected, ForeignKeyViolation,  # noqa: F401
+                             RaiseException, UndefinedTable, UniqueViolation)
+from psycopg2.pool import PoolError  # noqa: F401
 
 LOST, TIMEOUT, SETUP, STATEMENT = "lost", "timeout", "setup", "statement"
 
@@ -30,12 +37,30 @@ _SETUP_MESSAGES = ("unsupported startup parameter", "authentication failed", "no
 _CANCELED = "57014"  # query_canceled: statement_timeout (or an operator's pg_cancel_backend)
 
 
-class DatabaseUnavailable(Exception):
+# Also the driver's OperationalError, which delivery/ catches until it catches these types (being rewritten).
+class DatabaseUnavailable(psycopg2.OperationalError):
     """No connection to the database could be made or kept (refused, unreachable, not answering in time)."""
+
+    kind = LOST
+
+
+class DatabaseLost(DatabaseUnavailable):
+    """The connection was lost (the server ended it, restarted, or the network dropped it)."""
+
+
+class DatabaseTimeout(DatabaseUnavailable):
+    """A statement ran out of its time: the server's statement_timeout or the client's deadline."""
+
+    kind = TIMEOUT
 
 
 class DatabaseSetupError(DatabaseUnavailable):
     """The database refuses this configuration (a pooler's startup parameters, credentials, database, role)."""
+
+    kind = SETUP
+
+
+_TYPES = {LOST: DatabaseLost, TIMEOUT: DatabaseTimeout, SETUP: DatabaseSetupError}
 
 
 def describe(error):
@@ -45,6 +70,8 @@ def describe(error):
 
 def classify(error, conn=None):
     """LOST, TIMEOUT, SETUP or STATEMENT: what a psycopg2 error means (see the module's description)."""
+    if isinstance(error, DatabaseUnavailable):
+        return error.kind
     if not isinstance(error, psycopg2.Error):
         return STATEMENT
     code = getattr(error, "pgcode", None) or ""
@@ -71,6 +98,8 @@ def _names_setup(message):
 
 def is_disconnect(error, conn=None):
     """Whether a psycopg2 error means the connection is lost (so the server may be away), not a bad statement."""
+    if isinstance(error, DatabaseUnavailable):
+        return isinstance(error, DatabaseLost)
     if not isinstance(error, (psycopg2.OperationalError, psycopg2.InterfaceError)):
         return False
     if conn is not None and conn.closed:
@@ -86,8 +115,14 @@ def is_disconnect(error, conn=None):
     return False
 
 
+def translate(error, conn=None):
+    """The project's error for a driver's error that means the database is away; None for a statement's error."""
+    if isinstance(error, DatabaseUnavailable):
+        return error
+    kind = classify(error, conn)
+    return None if kind == STATEMENT else _TYPES[kind](describe(error))
+
+
 def unavailable(error):
-    """The DatabaseUnavailable (or DatabaseSetupError) a failed connect means, with its one-line reason."""
-    if classify(error) == SETUP:
-        return DatabaseSetupError(describe(error))
-    return DatabaseUnavailable(describe(error))
+    """The DatabaseUnavailable (or subclass) a failed connect means, with its one-line reason."""
+    return translate(error) or DatabaseUnavailable(describe(error))

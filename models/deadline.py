@@ -5,8 +5,8 @@
 server that stopped answering never reaches it, and the request would hang until gunicorn kills its
 worker. psycopg2's wait callback lets the process wait on the connection's socket itself: this one
 waits at most the deadline for each answer, then gives up. psycopg2 closes a connection whose wait
-failed, so it leaves the pool, and the error is a QueryCanceledError, which models.db_errors counts
-as a TIMEOUT (the API answers 503). Passing the process's deadline, or a connect's `connect_timeout`,
+failed, so it leaves the pool, and the error is a QueryCanceledError, which the connection layer
+raises as DatabaseTimeout (models/db_errors.py; the API answers 503). Passing the process's deadline, or a connect's `connect_timeout`,
 opens the circuit breaker (models/breaker.py): the database is taken for not answering. Installed in
 gunicorn's workers (gunicorn.conf.py) and the delivery process: a wait callback runs every statement
 through psycopg2's asynchronous mode, which has no COPY (the seed's).

@@ -63,7 +63,7 @@ def test_the_deadline_is_a_timeout_and_closes_the_connection(database_url):
     conn = db.connect(database_url)
     conn.autocommit = True
     try:
-        with client_deadline(0.5), pytest.raises(psycopg2.extensions.QueryCanceledError) as caught, \
+        with client_deadline(0.5), pytest.raises(db.DatabaseTimeout) as caught, \
                 conn.cursor() as cur:
             cur.execute("SELECT pg_sleep(5)")
         assert (db.classify(caught.value, conn), bool(conn.closed)) == (db.TIMEOUT, True)

@@ -89,9 +89,10 @@ def test_one_classification_of_connection_errors(message, kind):
 def test_a_statement_timeout_is_a_timeout_and_a_deadlock_a_statement(database_url):
     conn = db.connect(db.Target(database_url, statement_timeout=0.05))
     try:
-        with pytest.raises(psycopg2.errors.QueryCanceled) as canceled, conn.cursor() as cur:
+        with pytest.raises(db.DatabaseTimeout, match="canceling statement due to statement timeout") as canceled, \
+                conn.cursor() as cur:
             cur.execute("SELECT pg_sleep(1)")
-        assert db.classify(canceled.value, conn) == db.TIMEOUT
+        assert db.classify(canceled.value, conn) == db.TIMEOUT and not conn.closed
     finally:
         conn.close()
     assert db.classify(psycopg2.errors.DeadlockDetected("deadlock detected")) == db.STATEMENT
@@ -101,6 +102,40 @@ def test_a_connect_that_fails_is_unavailable_and_a_setup_error_says_so():
     assert type(db.unavailable(psycopg2.OperationalError("Connection refused"))) is db.DatabaseUnavailable
     error = db.unavailable(psycopg2.OperationalError('failed: FATAL:  database "nope" does not exist'))
     assert isinstance(error, db.DatabaseSetupError) and isinstance(error, db.DatabaseUnavailable)
+
+
+def test_a_lost_connection_is_database_lost_and_a_statement_error_passes_as_it_is(database_url, conn):
+    lost = db.connect(database_url)
+    try:
+        with lost.cursor() as cur:
+            cur.execute("CREATE TEMPORARY TABLE t (id int PRIMARY KEY); INSERT INTO t VALUES (1)")
+            lost.commit()
+            with pytest.raises(db.UniqueViolation, match="t_pkey"):
+                cur.execute("INSERT INTO t VALUES (1)")
+            lost.rollback()
+            cur.execute("SELECT pg_backend_pid() AS pid")
+            pid = cur.fetchone()["pid"]
+        with conn.cursor() as cur:
+            cur.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        with pytest.raises(db.DatabaseLost, match="connection") as caught, lost.cursor() as cur:
+            cur.execute("SELECT 1")
+        assert isinstance(caught.value, db.DatabaseUnavailable) and lost.closed
+    finally:
+        lost.close()
+
+
+def test_a_commit_on_a_lost_connection_is_database_lost(database_url, conn):
+    lost = db.connect(database_url)
+    try:
+        with lost.cursor() as cur:
+            cur.execute("SELECT pg_backend_pid() AS pid")
+            pid = cur.fetchone()["pid"]
+        with conn.cursor() as cur:
+            cur.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        with pytest.raises(db.DatabaseLost):
+            lost.commit()
+    finally:
+        lost.close()
 
 
 def test_one_database_unavailable():

@@ -87,7 +87,7 @@ def test_one_probe_at_a_time_and_the_breaker_closes_when_the_database_answers(da
     with client_deadline(1):
         proxy.hang()
         conn = db.checkout(target)
-        with pytest.raises(psycopg2.extensions.QueryCanceledError), conn.cursor() as cur:
+        with pytest.raises(db.DatabaseTimeout), conn.cursor() as cur:
             cur.execute("SELECT 1")
         db.checkin(target, conn)
         assert breaker.is_open()

@@ -3,6 +3,7 @@ import psycopg2
 import pytest
 
 from models import db
+from tests.support.databases import apply_schema
 from tests.support.factories import insert, make_org, make_shipment
 
 
@@ -160,8 +161,8 @@ def test_rollback_leaves_no_event(database_url, conn, shipment):
 
 
 def test_schema_applies_twice(conn):
-    db.apply_schema(conn)
-    db.apply_schema(conn)
+    apply_schema(conn)
+    apply_schema(conn)
 
 
 def test_at_most_five_endpoints_in_the_database(conn):

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg2
 import psycopg2.errors
 
-from models import db
+from models import db, migrations
 
 # Database names carry the process id, so several test sessions (and xdist workers) share a server.
 PREFIX = f"st_{os.getpid()}_{uuid.uuid4().hex[:6]}"
@@ -21,6 +21,11 @@ PREFIX = f"st_{os.getpid()}_{uuid.uuid4().hex[:6]}"
 def with_database(url, name):
     """`url` pointing at database `name` of the same server."""
     return urlunsplit(urlsplit(url)._replace(path="/" + name))
+
+
+def apply_schema(conn):
+    """Apply schema.sql and record every migration as applied; safe to run on a database that has it."""
+    migrations.apply_fresh_schema(conn)
 
 
 def admin_connection(url):
@@ -54,7 +59,7 @@ class Server:
         url = self.create(label)
         conn = db.connect(url)
         try:
-            db.apply_schema(conn)
+            apply_schema(conn)
             conn.commit()
         finally:
             conn.close()
