@@ -6,7 +6,7 @@ import signal
 import psycopg2
 
 from config import DEFAULTS, load_config
-from delivery import metrics as delivery_metrics
+from delivery.sender import serve_metrics
 from delivery.secret_key import SecretKeyError, check_at_start
 from delivery.settings import Settings
 from delivery.worker import DatabaseUnavailable, Dispatcher
@@ -36,7 +36,7 @@ def main(argv=None):
     deadline.install(*deadline.beyond(settings.target.statement_timeout, "DELIVERY_STATEMENT_TIMEOUT"))
     config = load_config()
     configure_logging(config["LOG_FORMAT"])
-    delivery_metrics.serve(config)
+    serve_metrics(config)
     logging.getLogger("delivery").setLevel(logging.DEBUG if args.verbose else logging.INFO)
     try:
         dispatcher = Dispatcher(settings)
@@ -51,7 +51,7 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     try:
-        check_at_start(dispatcher.conn, settings.secret_keys)
+        check_at_start(dispatcher.link.conn, settings.secret_keys)
         if args.watch:
             dispatcher.watch()
         else:

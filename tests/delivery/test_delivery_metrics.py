@@ -9,8 +9,8 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from delivery import metrics
-from delivery.attempts import Result
+from delivery import sender
+from delivery.sender import Result
 from delivery.sender import Outcome
 from tests.support import ROOT
 from tests.support.factories import make_org, make_shipment
@@ -26,7 +26,7 @@ from tests.support.webhooks import add_endpoint, claimed_delivery, pass_process
 ])
 def test_outcome_labels(outcome, label):
     result = None if outcome is None else Result(claimed_delivery("https://x.test/", "whsec_eA=="), None, None, outcome)
-    assert metrics.outcome_of(result) == label
+    assert sender.outcome_of(result) == label
 
 
 def attempts(port):
