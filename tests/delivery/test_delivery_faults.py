@@ -19,6 +19,7 @@ from delivery import outbox
 from delivery.outbox import render_pending
 from delivery.worker import DatabaseUnavailable, Dispatcher
 from models import db, webhook_deliveries, webhooks
+from tests.support.claims import lock_claimable
 from tests.support.factories import make_org, make_shipment
 from tests.support.processes import wait_for
 from tests.support.webhooks import Clock, add_endpoint, pass_process, resolver, run_pass
@@ -186,7 +187,7 @@ def test_the_cap_counts_every_process_leases(conn, settings):
             assert webhook_deliveries.claim_due(second, now, lease, "1" * 32, CAP, 100) == []
         # A claim in progress holds the endpoint: another skips it rather than counting past the cap.
         with first, second:
-            webhook_deliveries.lock_claimable(first, lease + timedelta(seconds=1), 100)
+            assert lock_claimable(first, lease + timedelta(seconds=1), 100) != []
             assert webhook_deliveries.claim_due(second, lease + timedelta(seconds=1), lease, "1" * 32, CAP, 100) == []
         # Leases of a dead process stop counting when they run out.
         with second:
