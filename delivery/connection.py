@@ -53,11 +53,11 @@ class Link:
         self.conn = self._connect()
 
     def _connect(self):
+        """A new autocommit connection; DatabaseUnavailable when none (DatabaseSetupError: a configuration to fix)."""
         try:
             conn = db.connect(self.target)
-        except psycopg2.Error as error:
-            connection_lost(error)  # raises on a setup error
-            raise
+        except psycopg2.OperationalError as error:  # refused, unreachable, not answering within the timeout
+            raise db.unavailable(error) from error
         conn.autocommit = True
         return conn
 
@@ -84,13 +84,14 @@ class Link:
         while True:
             try:
                 self.conn = self._connect()
-            except psycopg2.OperationalError as failure:
-                connection_lost(failure)  # raises on a setup error
+            except db.DatabaseSetupError:
+                raise  # waiting does not fix it
+            except DatabaseUnavailable as failure:
                 limit = deadline if deadline is not None else self.give_up_at  # read again: a stop sets it
                 if limit is not None and time.monotonic() + wait > limit:
                     self.conn = None
-                    raise DatabaseUnavailable(str(failure).strip()) from None
-                log.warning("database unreachable, retrying in %.1f s error=%r", wait, str(failure).strip())
+                    raise
+                log.warning("database unreachable, retrying in %.1f s error=%r", wait, str(failure))
                 # Slept whole (not cut by a finishing request): its outcome needs the database this backs off from.
                 time.sleep(wait * random.uniform(0.5, 1.0))  # jitter: many workers do not come back at once
                 wait = min(RECONNECT_MAX_SECONDS, wait * 2)
