@@ -69,7 +69,7 @@ class Dispatcher:
         return time.monotonic() + self.lease_seconds
 
     def _patience(self, deadline):
-        """How long a pass waits for a lost connection: as long as the leases while it holds outcomes, else `deadline`."""
+        """How long a pass waits for a lost connection: the leases' length while it holds outcomes, else `deadline`."""
         return self._leases() if self.in_flight or self.unrecorded else deadline
 
     def stop(self):

@@ -186,8 +186,9 @@ def claim_due(conn, now, lease_until, token, cap, limit, holder=None):
 
     The cap counts every process's leases.  Two statements sent together, in the caller's transaction
     or (on an autocommit connection) in the one implicit transaction of a multi-statement query:
-    the endpoints' locks (lock_claimable_endpoints), then the claim, whose snapshot (each statement takes its own) sees every lease
-    committed before the locks.  `holder`: the caller's key (hold), or None (the lease runs out by its time).
+    the endpoints' locks (lock_claimable_endpoints), then the claim, whose snapshot (each statement takes
+    its own) sees every lease committed before the locks.  `holder`: the caller's key (hold), or None (the
+    lease runs out by its time).
     """
     with conn.cursor() as cur:
         cur.execute(_CLAIM_DUE_SQL,

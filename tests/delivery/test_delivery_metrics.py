@@ -1,4 +1,4 @@
-"""The delivery script's own metrics (DELIVERY_METRICS_PORT) and its JSON log lines (their fields); the CLI's JSON lines."""
+"""The delivery script's own metrics (DELIVERY_METRICS_PORT), its JSON log lines and their fields; the CLI's."""
 import json
 import logging
 import os
