@@ -9,8 +9,8 @@ from flask.cli import AppGroup
 from api.ids import PREFIXES, format_id
 from cli.common import print_table, require_id, require_member, require_organization, transaction
 from cli.secrets import secret_keys
-from delivery import recording, retry, signing, ssrf
-from delivery.attempts import send_delivery, utcnow
+from delivery import recording, signing, ssrf
+from delivery.sender import send_delivery, utcnow
 from delivery.outbox import render_pending
 from delivery.settings import Settings
 from models import events, organizations, webhook_deliveries, webhooks
@@ -111,7 +111,7 @@ def list_(slug, actor):
         row["events"] = ",".join(row["event_types"])
         row["state"] = "enabled" if row["enabled"] else "disabled"
         # The 3-day rule disables at the first failure after this time, if failures keep coming.
-        row["disables_at"] = format_when(retry.disables_at(row["failing_since"]) if row["enabled"] else None)
+        row["disables_at"] = format_when(recording.disables_at(row["failing_since"]) if row["enabled"] else None)
         row["failing_since"] = format_when(row["failing_since"])
         row["last_success"] = format_when(row["last_success"])
     print_table(rows, ["id", "url", "events", "state", "waiting", "failing_since", "last_success", "disables_at",
@@ -245,7 +245,7 @@ def resend(event_id, endpoint_id, actor):
         if not targets:
             raise click.ClickException(f"no enabled endpoint receives {event['type']}")
         claimed = [keys.opened(webhook_deliveries.create_claimed(conn, parsed_id, target, "resend",
-                                                                 retry.MAX_ATTEMPTS, lease_until,
+                                                                 recording.MAX_ATTEMPTS, lease_until,
                                                                  str(uuid.uuid4()), utcnow()))
                    for target in targets]
     if not _send_now(claimed):
@@ -261,7 +261,7 @@ def recover(endpoint_id, since, actor):
     now = utcnow()
     start = _since(since)
     # Older events are gone or going (30-day retention); asking for more than that is not an error.
-    start = max(start, now - retry.RETENTION)
+    start = max(start, now - recording.RETENTION)
     with transaction() as conn:
         endpoint = _endpoint(conn, endpoint_id, actor)
         if not endpoint["enabled"]:

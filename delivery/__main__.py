@@ -3,16 +3,13 @@ import argparse
 import logging
 import signal
 
-import psycopg2
-
 from config import DEFAULTS, load_config
-from delivery import metrics as delivery_metrics
+from delivery.sender import serve_metrics
 from delivery.secret_key import SecretKeyError, check_at_start
 from delivery.settings import Settings
 from delivery.worker import DatabaseUnavailable, Dispatcher
 from logs import configure_logging
 from models import db, deadline
-from models.db import DatabaseSetupError
 
 
 def read_settings():
@@ -36,14 +33,12 @@ def main(argv=None):
     deadline.install(*deadline.beyond(settings.target.statement_timeout, "DELIVERY_STATEMENT_TIMEOUT"))
     config = load_config()
     configure_logging(config["LOG_FORMAT"])
-    delivery_metrics.serve(config)
+    serve_metrics(config)
     logging.getLogger("delivery").setLevel(logging.DEBUG if args.verbose else logging.INFO)
     try:
         dispatcher = Dispatcher(settings)
-    except DatabaseUnavailable as error:
+    except DatabaseUnavailable as error:  # refused, unreachable, not answering within the timeout, or setup
         _give_up(error)
-    except psycopg2.OperationalError as error:  # refused, unreachable, not answering within the timeout
-        _give_up(db.unavailable(error))
 
     def stop(_signum, _frame):
         dispatcher.stop()
@@ -51,7 +46,7 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     try:
-        check_at_start(dispatcher.conn, settings.secret_keys)
+        check_at_start(dispatcher.link.conn, settings.secret_keys)
         if args.watch:
             dispatcher.watch()
         else:
@@ -66,7 +61,7 @@ def main(argv=None):
 
 
 def _give_up(error):
-    if isinstance(error, DatabaseSetupError):
+    if isinstance(error, db.DatabaseSetupError):
         logging.getLogger("delivery").error("database setup error, exiting (a configuration to fix, not an "
                                             "outage) error=%r", str(error))
     else:

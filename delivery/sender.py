@@ -14,20 +14,30 @@ receiver's, from the request written to the reply's first byte read: the sender'
 
 The receivers' certificates are verified against certifi's public roots plus, when set, the extra
 CA bundle of WEBHOOK_CA_BUNDLE (a test or demo CA, or a company's own).
+
+Also here: one attempt of a claimed delivery (`send_delivery`, shared by the delivery loop and the
+CLI's `webhooks test` / `resend`) and the Prometheus metrics counting attempts.
 """
 import concurrent.futures
 import http.client
 import socket
 import ssl
+import logging
 import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 import certifi
 import requests
 import urllib3
+from prometheus_client import Counter, Histogram, start_http_server
 from urllib3.util import SKIP_HEADER
 
+from api.ids import PREFIXES, format_id
 from delivery import signing, ssrf, transport
+from models.webhook_deliveries import ClaimedDelivery
+
+log = logging.getLogger("delivery")
 
 ANSWER_SECONDS = 10.0   # a 2xx reply must begin within this after the request was written
 TOTAL_SECONDS = 15.0    # the sender stops waiting after this, in all
@@ -215,3 +225,66 @@ def _bracket(host):
 
 def _ms(started):
     return int((time.monotonic() - started) * 1000)
+
+
+def utcnow():
+    """The real clock (tests pass their own)."""
+    return datetime.now(timezone.utc)
+
+
+@dataclass
+class Result:
+    """One finished attempt of a claimed delivery."""
+
+    delivery: ClaimedDelivery
+    attempted_at: datetime
+    finished_at: datetime
+    outcome: Outcome
+
+
+def send_delivery(sender, delivery, clock=utcnow):
+    """Send one ClaimedDelivery; returns its Result (webhook-timestamp is the real time of signing)."""
+    attempted_at = clock()
+    outcome = sender.send(delivery.url, delivery.secret, format_id(PREFIXES["webhook_event"], delivery.event_id),
+                          delivery.body.encode(), time.time())
+    return Result(delivery, attempted_at, clock(), outcome)
+
+
+# The delivery process's metrics, served on DELIVERY_METRICS_PORT when it is set (off by default): each
+# process serves its own counts (one process, one port); the web instances' /metrics carries the backlog
+# gauges read from the database (api/metrics.py).
+ATTEMPTS = Counter("shiptrack_webhook_attempts_total",
+                   "Webhook attempts finished, by outcome: succeeded, http_error (the receiver answered other "
+                   "than 2xx), no_response (refused, timed out, TLS or address refused), crashed (a bug).",
+                   ["outcome"])
+# A receiver has 15 s in all (docs/webhooks.md); most answer in tens of milliseconds.
+ATTEMPT_DURATION = Histogram("shiptrack_webhook_attempt_duration_seconds",
+                             "Time from sending a webhook to its answer (or giving up on it).",
+                             buckets=(0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0))
+
+
+def serve_metrics(config):
+    """Start the metrics server in a daemon thread when DELIVERY_METRICS_PORT is set; returns the port or None."""
+    port = config["DELIVERY_METRICS_PORT"]
+    if port is None:
+        return None
+    server, _thread = start_http_server(int(port), addr=config["DELIVERY_METRICS_HOST"])
+    port = server.server_address[1]
+    log.info("metrics served on http://%s:%s/metrics", config["DELIVERY_METRICS_HOST"], port)
+    return port
+
+
+def outcome_of(result):
+    """The outcome label of a Result (None when the sender crashed)."""
+    if result is None:
+        return "crashed"
+    if result.outcome.succeeded:
+        return "succeeded"
+    return "http_error" if result.outcome.status_code is not None else "no_response"
+
+
+def observe_attempt(result):
+    """Count one finished attempt and its duration."""
+    ATTEMPTS.labels(outcome_of(result)).inc()
+    if result is not None:
+        ATTEMPT_DURATION.observe(result.outcome.duration_ms / 1000)

@@ -188,7 +188,7 @@ def delete_old_events(conn, before, limit=5000):
 # shipments the API shows the organization (not one since moved to another), newest first (keyset on id).
 # Served by events_history_idx, or events_shipment_idx with the shipment filter.  Time bounds compare at the
 # second, as list_shipments does.  delivery_success: whether no enabled endpoint is still owed the event
-# (models.webhook_deliveries.NOT_RECEIVED_RULE, written out).
+# (endpoints_not_received, schema.sql).
 _HISTORY_SQL = """
 SELECT ev.id, ev.body
   FROM events ev
@@ -205,13 +205,8 @@ SELECT ev.id, ev.body
    AND (%(created_before)s::timestamptz IS NULL
         OR ev.created_at < date_trunc('second', %(created_before)s::timestamptz, 'UTC') + interval '1 s')
    AND (%(delivery_success)s::boolean IS NULL OR %(delivery_success)s = NOT EXISTS (
-          SELECT 1 FROM webhook_endpoints e
-           WHERE e.enabled
-             AND e.organization_id = ev.organization_id AND ev.type = ANY (e.event_types)
-             AND ev.created_at >= e.created_at AND ev.state = 'rendered'
-             AND NOT EXISTS (SELECT 1 FROM webhook_deliveries received
-                              WHERE received.event_id = ev.id AND received.endpoint_id = e.id
-                                AND received.state = 'succeeded')))
+          SELECT 1 FROM endpoints_not_received(ev.id, ev.organization_id, ev.type, ev.created_at, ev.state) e
+           WHERE e.enabled))
    AND (%(starting_after)s::bigint IS NULL OR ev.id < %(starting_after)s)
  ORDER BY ev.id DESC
  LIMIT %(limit)s

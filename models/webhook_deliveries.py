@@ -58,39 +58,14 @@ UPDATE webhook_deliveries d SET next_attempt_at = %(now)s
       FOR UPDATE SKIP LOCKED))
 """
 
-# lock_claimable: the enabled endpoints with due work that no other claim is counting right now, earliest
-# due first.  The per-endpoint cap holds across processes because a claim counts an endpoint's leased rows
-# (_CLAIM_DUE_SQL) only while holding this transaction lock, in a later statement, whose snapshot sees every
-# claim committed before the lock was granted.  A try-lock: a busy endpoint is skipped, never waited for.
-_LOCK_CLAIMABLE_SQL = """
-WITH due AS MATERIALIZED (
-  SELECT e.id, (SELECT min(d.next_attempt_at) FROM webhook_deliveries d
-                 WHERE d.endpoint_id = e.id AND d.state = 'pending') AS due
-    FROM webhook_endpoints e
-   WHERE e.enabled
-), candidates AS MATERIALIZED (
-  SELECT id FROM due WHERE due <= %(now)s ORDER BY due, id LIMIT %(limit)s
-)
-SELECT id FROM candidates WHERE pg_try_advisory_xact_lock(%(space)s, (id %% 2147483647)::int)
-"""
-
-# claim_due: lock_claimable's statement keeping the endpoints in a transaction-local setting, then the
-# claim, in one round trip: up to `cap` in flight per endpoint in all processes, due deliveries leased by
-# pushing next_attempt_at forward (a dead pass's work is due again when the lease ends), each attempt row
+# claim_due: lock_claimable_endpoints (schema.sql) keeping the locked endpoints in a transaction-local setting,
+# then the claim, in one round trip: up to `cap` in flight per endpoint in all processes, due deliveries leased
+# by pushing next_attempt_at forward (a dead pass's work is due again when the lease ends), each attempt row
 # written `in_flight` and one a dead pass left closed as `interrupted` (the same CTEs as create_claimed).
 _CLAIM_DUE_SQL = """
 SELECT set_config('shiptrack.claimable', (SELECT coalesce(string_agg(id::text, ','), '')
-                                            FROM (
-  WITH due AS MATERIALIZED (
-    SELECT e.id, (SELECT min(d.next_attempt_at) FROM webhook_deliveries d
-                   WHERE d.endpoint_id = e.id AND d.state = 'pending') AS due
-      FROM webhook_endpoints e
-     WHERE e.enabled
-  ), candidates AS MATERIALIZED (
-    SELECT id FROM due WHERE due <= %(now)s ORDER BY due, id LIMIT %(limit)s
-  )
-  SELECT id FROM candidates WHERE pg_try_advisory_xact_lock(%(space)s, (id %% 2147483647)::int)
-) locked), true);
+                                            FROM lock_claimable_endpoints(%(now)s, %(limit)s, %(space)s) AS id),
+                  true);
 WITH free AS (
   -- The FILTER keeps state and next_attempt_at out of the scan's conditions, so that it reads the few
   -- leased rows (webhook_deliveries_leased_idx), not every pending row due later (next_idx: an endpoint
@@ -206,20 +181,14 @@ FINISH_COLUMNS = ("ids", "tokens", "attempts", "states", "next_attempt_at", "sta
                   "finished_at", "attempt_ids", "attempted_at", "durations", "succeeded", "bodies", "addresses")
 
 
-def lock_claimable(conn, now, limit):
-    """Ids of up to `limit` endpoints with due work, locked for this transaction's claim (others skipped)."""
-    with conn.cursor() as cur:
-        cur.execute(_LOCK_CLAIMABLE_SQL, {"now": now, "limit": limit, "space": CAP_LOCK_SPACE})
-        return [row["id"] for row in cur.fetchall()]
-
-
 def claim_due(conn, now, lease_until, token, cap, limit, holder=None):
     """Lease up to `limit` due deliveries (ClaimedDelivery records), at most `cap` in flight per endpoint.
 
     The cap counts every process's leases.  Two statements sent together, in the caller's transaction
     or (on an autocommit connection) in the one implicit transaction of a multi-statement query:
-    lock_claimable, then the claim, whose snapshot (each statement takes its own) sees every lease
-    committed before the locks.  `holder`: the caller's key (hold), or None (the lease runs out by its time).
+    the endpoints' locks (lock_claimable_endpoints), then the claim, whose snapshot (each statement takes
+    its own) sees every lease committed before the locks.  `holder`: the caller's key (hold), or None (the
+    lease runs out by its time).
     """
     with conn.cursor() as cur:
         cur.execute(_CLAIM_DUE_SQL,
@@ -272,31 +241,16 @@ def finish(conn, rows, end_runs=()):
         return {row["id"] for row in cur.fetchall()}
 
 
-# The one rule of "did not receive", written out in _QUEUE_MISSED_SQL (`webhooks recover`) and in
-# models.events' _HISTORY_SQL (GET /events, delivery_success); tests/database/test_statements.py holds both to
-# this text.  Endpoint `e` is owed rendered event `ev` (same organization, subscribed to its type now,
-# created no later than the event) and has no succeeded delivery of it.  Whether `e` must be enabled,
-# and what a pending delivery means, is the caller's.
-NOT_RECEIVED_RULE = """
-     e.organization_id = ev.organization_id AND ev.type = ANY (e.event_types) AND ev.created_at >= e.created_at
- AND ev.state = 'rendered'
- AND NOT EXISTS (SELECT 1 FROM webhook_deliveries received
-                  WHERE received.event_id = ev.id AND received.endpoint_id = e.id AND received.state = 'succeeded')
-"""
-
-# queue_missed: `webhooks recover`.  Missed = not received (NOT_RECEIVED_RULE) with no delivery (the endpoint
-# was disabled when it was fanned out) or one that ended failed or dropped; a pending one is still being
-# tried and is left alone (the ON CONFLICT ... WHERE), so running recover twice queues nothing twice.
+# queue_missed: `webhooks recover`.  Missed = not received (endpoints_not_received, schema.sql) with no delivery
+# (the endpoint was disabled when it was fanned out) or one that ended failed or dropped; a pending one is still
+# being tried and is left alone (the ON CONFLICT ... WHERE), so running recover twice queues nothing twice.
 _QUEUE_MISSED_SQL = """
 INSERT INTO webhook_deliveries AS d (event_id, endpoint_id, reason, next_attempt_at)
 SELECT ev.id, e.id, 'resend', %(now)s
   FROM webhook_endpoints e
-  JOIN events ev
-    ON e.organization_id = ev.organization_id AND ev.type = ANY (e.event_types) AND ev.created_at >= e.created_at
-   AND ev.state = 'rendered'
-   AND NOT EXISTS (SELECT 1 FROM webhook_deliveries received
-                    WHERE received.event_id = ev.id AND received.endpoint_id = e.id AND received.state = 'succeeded')
- WHERE e.id = %(id)s AND ev.created_at >= %(since)s
+  JOIN events ev ON ev.organization_id = e.organization_id  -- the endpoint's events (events_organization_idx)
+ CROSS JOIN LATERAL endpoints_not_received(ev.id, ev.organization_id, ev.type, ev.created_at, ev.state) owed
+ WHERE e.id = %(id)s AND owed.id = e.id AND ev.created_at >= %(since)s
  ORDER BY ev.id
 ON CONFLICT (event_id, endpoint_id) DO UPDATE
    SET reason = EXCLUDED.reason, state = 'pending', attempt_count = 0,

@@ -1,6 +1,6 @@
 """An object as the API shows it: dumped by its schema, then shaped for a version (no Flask app here).
 
-The API's responses (api/responses.py) and the webhook bodies (delivery/event_rendering.py) both come through
+The API's responses (api/responses.py) and the webhook bodies (delivery/outbox.py) both come through
 `present`, so an event's data.object is exactly what the API would answer at the same version.
 """
 import hashlib

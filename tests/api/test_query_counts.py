@@ -65,7 +65,7 @@ def test_get_shipment_costs_a_constant_handful(conn, app, client):
 
 
 def test_requests_leave_pruning_the_rate_limit_table_to_the_delivery_process(conn, app, client):
-    # Old windows are the delivery process's housekeeping (delivery/housekeeping.py): every request counts the same.
+    # Old windows are the delivery process's housekeeping (delivery/worker.py, `housekeep`): every request counts the same.
     token = make_token(conn, make_org(conn, "acme"))
     with conn.cursor() as cur:
         cur.execute("INSERT INTO rate_limit_counters (bucket, window_start, hits) "

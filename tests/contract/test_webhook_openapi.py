@@ -8,7 +8,7 @@ from openapi_spec_validator import validate
 
 from api.openapi import build_spec
 from delivery.outbox import render_pending
-from delivery.event_rendering import Renderer
+from delivery.outbox import Renderer
 from models.events import PendingEvent
 from tests.support.factories import make_org, make_shipment
 

@@ -110,17 +110,6 @@ def test_the_claims_start_their_attempts_the_same_way():
         assert cte(claim, name) == cte(create, name)
 
 
-def test_the_claim_locks_what_lock_claimable_locks():
-    assert words(webhook_deliveries._LOCK_CLAIMABLE_SQL) in words(webhook_deliveries._CLAIM_DUE_SQL)
-
-
-def test_the_rule_of_not_received_is_the_same_everywhere():
-    from models import events
-    rule = words(webhook_deliveries.NOT_RECEIVED_RULE)
-    assert rule in words(webhook_deliveries._QUEUE_MISSED_SQL)
-    assert rule in words(events._HISTORY_SQL)
-
-
 def test_a_document_has_the_same_columns_in_a_list_and_alone():
     def columns(text):
         return words(text.split("FROM documents d")[0].split("FROM shipments s")[0]).split("SELECT ", 1)[1]

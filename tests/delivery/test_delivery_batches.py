@@ -3,7 +3,7 @@ import json
 from datetime import datetime, timezone
 
 from delivery.outbox import render_pending
-from delivery.event_rendering import Renderer
+from delivery.outbox import Renderer
 from models import db
 from models.events import PendingEvent
 from tests.support.counting import CountingCursor

@@ -5,6 +5,7 @@ when its pass died, and every such attempt is visible in the attempt log (`in_fl
 `interrupted`); the per-endpoint cap holds across processes; a render failure is never silent.
 """
 import dataclasses
+import logging
 import signal
 import socket
 import time
@@ -14,16 +15,16 @@ from datetime import datetime, timedelta, timezone
 import psycopg2
 import pytest
 
-from delivery import event_rendering
+from delivery import outbox
 from delivery.outbox import render_pending
 from delivery.worker import DatabaseUnavailable, Dispatcher
 from models import db, webhook_deliveries, webhooks
+from tests.support.claims import lock_claimable
 from tests.support.factories import make_org, make_shipment
 from tests.support.processes import wait_for
 from tests.support.webhooks import Clock, add_endpoint, pass_process, resolver, run_pass
 
 CAP = 4
-real_connection = db.connect
 
 
 def _changes(conn, url, count):
@@ -186,7 +187,7 @@ def test_the_cap_counts_every_process_leases(conn, settings):
             assert webhook_deliveries.claim_due(second, now, lease, "1" * 32, CAP, 100) == []
         # A claim in progress holds the endpoint: another skips it rather than counting past the cap.
         with first, second:
-            webhook_deliveries.lock_claimable(first, lease + timedelta(seconds=1), 100)
+            assert lock_claimable(first, lease + timedelta(seconds=1), 100) != []
             assert webhook_deliveries.claim_due(second, lease + timedelta(seconds=1), lease, "1" * 32, CAP, 100) == []
         # Leases of a dead process stop counting when they run out.
         with second:
@@ -253,16 +254,16 @@ def test_a_reconnected_process_holds_its_leases_again(conn, receiver, settings):
     try:
         dispatcher.render()
         assert dispatcher.record_and_claim() == 3
-        holder = dispatcher.sending.holder
-        assert _holders(conn) == {holder: dispatcher.conn.get_backend_pid()}
-        _rows(conn, "SELECT pg_terminate_backend(%s)", dispatcher.conn.get_backend_pid())
+        (holder,) = {row["lease_holder"] for row in _rows(conn, "SELECT lease_holder FROM webhook_deliveries")}
+        assert _holders(conn) == {holder: dispatcher.link.conn.get_backend_pid()}
+        _rows(conn, "SELECT pg_terminate_backend(%s)", dispatcher.link.conn.get_backend_pid())
         assert wait_for(lambda: _holders(conn) == {}, 5), "the lock went with the session"
-        assert dispatcher.guarded(dispatcher.record_and_claim) is None, "lost, reconnected"
-        assert dispatcher.guarded(dispatcher.record_and_claim) == 0
-        assert _holders(conn) == {holder: dispatcher.conn.get_backend_pid()}, "the same key, on the new session"
+        assert dispatcher.link.run(dispatcher.record_and_claim, None) is None, "lost, reconnected"
+        assert dispatcher.link.run(dispatcher.record_and_claim, None) == 0
+        assert _holders(conn) == {holder: dispatcher.link.conn.get_backend_pid()}, "the same key, on the new session"
         assert webhook_deliveries.free_orphaned(conn, datetime.now(timezone.utc)) == 0
         assert wait_for(lambda: dispatcher.results.qsize() == 3, 10)
-        assert dispatcher.guarded(dispatcher.record_and_claim) == 3
+        assert dispatcher.link.run(dispatcher.record_and_claim, None) == 3
     finally:
         dispatcher.close()
     assert wait_for(lambda: _holders(conn) == {}, 5), "released when the process ends"
@@ -278,26 +279,30 @@ def test_through_a_transaction_pooler_leases_name_no_holder(conn, receiver, sett
         dispatcher.render()
         assert dispatcher.record_and_claim() == 2
         assert _rows(conn, "SELECT DISTINCT lease_holder FROM webhook_deliveries") == [{"lease_holder": None}]
-        assert _holders(conn) == {} and dispatcher.sending.holder is None
+        assert _holders(conn) == {}
     finally:
         dispatcher.close()
     assert _log(conn) == {"msg_1": ["succeeded"], "msg_2": ["succeeded"]}
 
 
-def test_outcomes_finished_while_the_connection_is_lost_are_recorded_after_reconnecting(conn, receiver, settings):
+def test_outcomes_finished_while_the_connection_is_lost_are_recorded_after_reconnecting(conn, receiver, settings,
+                                                                                      caplog):
     _changes(conn, receiver.url("/ok", host="127.0.0.1"), 3)
+    caplog.set_level(logging.INFO, "delivery")
     dispatcher = Dispatcher(settings, sender=settings.make_sender(resolver))
     try:
         dispatcher.render()
         dispatcher.record_and_claim()
-        assert sum(dispatcher.in_flight.values()) == 3
+        assert _log(conn) == {f"msg_{n}": ["in_flight"] for n in range(1, 4)}
         assert wait_for(lambda: len(receiver.requests) == 3, 10)
-        _rows(conn, "SELECT pg_terminate_backend(%s)", dispatcher.conn.get_backend_pid())
+        _rows(conn, "SELECT pg_terminate_backend(%s)", dispatcher.link.conn.get_backend_pid())
         assert wait_for(lambda: dispatcher.results.qsize() == 3, 10)
-        assert dispatcher.guarded(dispatcher.record_and_claim) is None, "lost, reconnected"
-        assert dispatcher.reconnects == 1 and len(dispatcher.unrecorded) == 3
-        assert dispatcher.guarded(dispatcher.record_and_claim) == 3
-        assert not dispatcher.in_flight and not dispatcher.unrecorded
+        assert dispatcher.link.run(dispatcher.record_and_claim, None) is None, "lost, reconnected"
+        restored = [r.getMessage() for r in caplog.records if "connection restored" in r.getMessage()]
+        assert restored == ["database connection restored; recording 3 outcomes kept"]
+        assert _log(conn) == {f"msg_{n}": ["in_flight"] for n in range(1, 4)}, "not recorded yet"
+        assert dispatcher.link.run(dispatcher.record_and_claim, None) == 3
+        assert _log(conn) == {f"msg_{n}": ["succeeded"] for n in range(1, 4)}
     finally:
         dispatcher.close()
     assert _deliveries(conn) == [{"state": "succeeded", "attempt_count": 1, "count": 3}]
@@ -320,11 +325,11 @@ def test_an_outage_is_waited_out_with_backoff_and_what_finished_is_recorded(conn
         dispatcher.render()
         dispatcher.record_and_claim()
         assert wait_for(lambda: dispatcher.results.qsize() == 2, 10)
-        _rows(conn, "SELECT pg_terminate_backend(%s)", dispatcher.conn.get_backend_pid())
+        _rows(conn, "SELECT pg_terminate_backend(%s)", dispatcher.link.conn.get_backend_pid())
         monkeypatch.setattr(db, "connect", down_for_a_while)
-        assert dispatcher.guarded(dispatcher.record_and_claim) is None
+        assert dispatcher.link.run(dispatcher.record_and_claim, None) is None
         assert len(refused) == 4 and refused[-1] - refused[0] > 0.35
-        assert dispatcher.guarded(dispatcher.record_and_claim) == 2
+        assert dispatcher.link.run(dispatcher.record_and_claim, None) == 2
     finally:
         dispatcher.close()
     assert _log(conn) == {"msg_1": ["succeeded"], "msg_2": ["succeeded"]}
@@ -340,17 +345,16 @@ def test_a_pass_gives_up_on_the_database_when_its_leases_would_run_out(conn, rec
         dispatcher.render()
         dispatcher.record_and_claim()
         assert wait_for(lambda: dispatcher.results.qsize() == 1, 10)
-        _rows(conn, "SELECT pg_terminate_backend(%s)", dispatcher.conn.get_backend_pid())
+        _rows(conn, "SELECT pg_terminate_backend(%s)", dispatcher.link.conn.get_backend_pid())
 
         def down(url):
             raise psycopg2.OperationalError("connection refused (the test's outage)")
         monkeypatch.setattr(db, "connect", down)
         started = time.monotonic()
         with pytest.raises(DatabaseUnavailable):
-            dispatcher.guarded(dispatcher.record_and_claim)
+            dispatcher.run_pass(30)  # holding an outcome: it waits as long as the 1 s lease, not its 30 s
         assert time.monotonic() - started < 1.5
     finally:
-        dispatcher.conn = real_connection(settings.database_url)  # what close() releases
         dispatcher.close()
     assert "1 outcomes not recorded" in caplog.text
     # The attempt stays visibly in flight; the lease brings the delivery back to the next pass.
@@ -363,13 +367,13 @@ def test_rendered_bodies_are_committed_durably(conn, settings):
     dispatcher = Dispatcher(settings)
     try:
         show = "SHOW synchronous_commit"
-        assert _rows(dispatcher.conn, show)[0]["synchronous_commit"] == "off"
-        dispatcher.conn.rollback()
-        with dispatcher.conn:
-            assert render_pending(dispatcher.conn, datetime.now(timezone.utc)) == 1
-            assert _rows(dispatcher.conn, show)[0]["synchronous_commit"] == "on"
-        assert _rows(dispatcher.conn, show)[0]["synchronous_commit"] == "off"
-        dispatcher.conn.rollback()
+        assert _rows(dispatcher.link.conn, show)[0]["synchronous_commit"] == "off"
+        dispatcher.link.conn.rollback()
+        with dispatcher.link.conn:
+            assert render_pending(dispatcher.link.conn, datetime.now(timezone.utc)) == 1
+            assert _rows(dispatcher.link.conn, show)[0]["synchronous_commit"] == "on"
+        assert _rows(dispatcher.link.conn, show)[0]["synchronous_commit"] == "off"
+        dispatcher.link.conn.rollback()
     finally:
         dispatcher.close()
 
@@ -400,7 +404,7 @@ def test_a_render_error_is_its_own_state_listed_and_retried_after_the_fix(conn, 
 
     def broken(self, organization_id, shipment_id, version):
         raise KeyError("eta_local")  # a serialiser bug shipped by a deploy
-    monkeypatch.setattr(event_rendering.Renderer, "shipment", broken)
+    monkeypatch.setattr(outbox.Renderer, "shipment", broken)
     run_pass(settings)
     states = {row["id"]: (row["state"], row["render_error"])
               for row in _rows(conn, "SELECT id, state, render_error FROM events")}

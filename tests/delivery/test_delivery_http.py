@@ -7,7 +7,7 @@ import time
 import pytest
 
 from delivery import signing
-from delivery.attempts import send_delivery
+from delivery.sender import send_delivery
 from tests.support.webhooks import claimed_delivery, delivery_settings, resolver
 
 BODY = '{"id":"msg_7","type":"webhook.test"}'

@@ -1,21 +1,26 @@
-"""The delivery script's own metrics (DELIVERY_METRICS_PORT) and its JSON log lines; the CLI's JSON lines."""
+"""The delivery script's own metrics (DELIVERY_METRICS_PORT), its JSON log lines and their fields; the CLI's."""
 import json
+import logging
 import os
 import signal
 import subprocess
 import sys
+from datetime import datetime, timezone
 
 import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from delivery import metrics
-from delivery.attempts import Result
+import logs
+from api.ids import PREFIXES, format_id
+from delivery import sender
+from delivery.outbox import render_pending
+from delivery.sender import Result
 from delivery.sender import Outcome
 from tests.support import ROOT
 from tests.support.factories import make_org, make_shipment
 from tests.support.processes import free_port, wait_for
-from tests.support.webhooks import add_endpoint, claimed_delivery, pass_process
+from tests.support.webhooks import add_endpoint, claimed_delivery, pass_process, run_pass
 
 
 @pytest.mark.parametrize("outcome, label", [
@@ -26,7 +31,7 @@ from tests.support.webhooks import add_endpoint, claimed_delivery, pass_process
 ])
 def test_outcome_labels(outcome, label):
     result = None if outcome is None else Result(claimed_delivery("https://x.test/", "whsec_eA=="), None, None, outcome)
-    assert metrics.outcome_of(result) == label
+    assert sender.outcome_of(result) == label
 
 
 def attempts(port):
@@ -80,3 +85,41 @@ def test_the_cli_and_the_api_log_json_lines_when_asked(database_url):
     [line] = [json.loads(text) for text in result.stderr.splitlines()]
     assert {key: line[key] for key in ("level", "logger", "message")} == {"level": "WARNING", "logger": "cli",
                                                                           "message": "one 1"}
+
+
+def test_delivery_lines_carry_the_event_the_endpoint_and_the_attempt_as_json_fields(conn, receiver, settings, caplog):
+    org = make_org(conn, "acme")
+    ok = add_endpoint(conn, org, receiver.url("/ok", host="127.0.0.1"))
+    retried = add_endpoint(conn, org, receiver.url("/status/500", host="127.0.0.1"))
+    abandoned = add_endpoint(conn, org, receiver.url("/status/503", host="127.0.0.1"))
+    make_shipment(conn, org)
+    with conn.cursor() as cur:
+        cur.execute("UPDATE shipments SET status = 'in_transit'")
+    render_pending(conn, datetime.now(timezone.utc))
+    with conn.cursor() as cur:  # its last attempt: the failure abandons it
+        cur.execute("UPDATE webhook_deliveries SET max_attempts = 1 WHERE endpoint_id = %s", (abandoned["id"],))
+    caplog.set_level(logging.DEBUG, "delivery")
+    run_pass(settings, seconds=0.5)
+    json_format, text_format = logs.make_formatter("json"), logs.make_formatter("text")
+    lines = {record.getMessage().split(" event_id=")[0]: record for record in caplog.records
+             if " event_id=" in record.getMessage()}
+    assert sorted(lines) == ["delivered", "delivery abandoned", "delivery failed, retrying"]
+
+    def fields(message):
+        line = json.loads(json_format.format(lines[message]))
+        return {key: line[key] for key in ("level", "event_id", "endpoint_id", "attempt", "status_code")}
+    assert fields("delivered") == {"level": "DEBUG", "event_id": "msg_1", "endpoint_id": public(ok),
+                                   "attempt": 1, "status_code": 200}
+    assert fields("delivery failed, retrying") == {"level": "INFO", "event_id": "msg_1",
+                                                   "endpoint_id": public(retried), "attempt": 1, "status_code": 500}
+    assert fields("delivery abandoned") == {"level": "ERROR", "event_id": "msg_1", "endpoint_id": public(abandoned),
+                                            "attempt": 1, "status_code": 503}
+    assert json.loads(json_format.format(lines["delivery abandoned"]))["error"] == "HTTP 503"
+    # The text line still says them in its message.
+    assert f"delivery abandoned event_id=msg_1 endpoint_id={public(abandoned)} attempt=1 " in \
+        text_format.format(lines["delivery abandoned"])
+
+
+def public(endpoint):
+    """An endpoint's public id."""
+    return format_id(PREFIXES["webhook_endpoint"], endpoint["id"])

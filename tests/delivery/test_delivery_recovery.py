@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from delivery.attempts import send_delivery
+from delivery.sender import send_delivery
 from delivery.worker import Dispatcher
 from models import webhook_deliveries
 from tests.support.factories import make_org, make_shipment
@@ -61,12 +61,12 @@ def test_pass_dead_after_claiming_or_before_recording(conn, receiver, settings):
     try:
         crashed.render()
         now = datetime.now(timezone.utc)
-        with crashed.conn:
-            (delivery,) = webhook_deliveries.claim_due(crashed.conn, now, now + settings.lease, "0" * 32, 4, 10)
+        with crashed.link.conn:
+            (delivery,) = webhook_deliveries.claim_due(crashed.link.conn, now, now + settings.lease, "0" * 32, 4, 10)
         send_delivery(crashed.sender, delivery)  # sent, then the process "dies" before recording
     finally:
         crashed.executor.shutdown()
-        crashed.conn.close()
+        crashed.link.conn.close()
         crashed.sender.close()
     assert len(receiver.requests) == 1
     run_pass(settings, Clock(now + settings.lease - timedelta(seconds=1)))

@@ -3,7 +3,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from delivery import retry
+from delivery import recording
 from tests.support.factories import make_org, make_shipment
 from tests.support.webhooks import Clock, add_endpoint, run_pass
 
@@ -11,20 +11,20 @@ MINUTE, HOUR = timedelta(minutes=1), timedelta(hours=1)
 
 
 def test_schedule_is_the_specs():
-    assert retry.SCHEDULE == (timedelta(0), MINUTE, 5 * MINUTE, 30 * MINUTE, 2 * HOUR, 5 * HOUR,
+    assert recording.SCHEDULE == (timedelta(0), MINUTE, 5 * MINUTE, 30 * MINUTE, 2 * HOUR, 5 * HOUR,
                               10 * HOUR, 10 * HOUR)
-    assert retry.MAX_ATTEMPTS == 8
+    assert recording.MAX_ATTEMPTS == 8
 
 
 @pytest.mark.parametrize("attempt, delay", [(1, MINUTE), (2, 5 * MINUTE), (3, 30 * MINUTE), (4, 2 * HOUR),
                                             (5, 5 * HOUR), (6, 10 * HOUR), (7, 10 * HOUR), (8, None)])
 def test_next_attempt(attempt, delay):
     at = datetime(2026, 1, 1, tzinfo=timezone.utc)
-    assert retry.next_attempt_at(attempt, at) == (None if delay is None else at + delay)
+    assert recording.next_attempt_at(attempt, at) == (None if delay is None else at + delay)
 
 
 def test_single_attempt_deliveries_are_never_retried():
-    assert retry.next_attempt_at(1, datetime(2026, 1, 1, tzinfo=timezone.utc), max_attempts=1) is None
+    assert recording.next_attempt_at(1, datetime(2026, 1, 1, tzinfo=timezone.utc), max_attempts=1) is None
 
 
 @pytest.mark.parametrize("since, last, now, expected", [
@@ -34,14 +34,14 @@ def test_single_attempt_deliveries_are_never_retried():
 ])
 def test_failure_run(since, last, now, expected):
     hours = lambda h: None if h is None else datetime(2026, 1, 1, tzinfo=timezone.utc) + h * HOUR  # noqa: E731
-    assert retry.failure_run(hours(since), hours(last), hours(now)) == hours(expected)
+    assert recording.failure_run(hours(since), hours(last), hours(now)) == hours(expected)
 
 
 def test_should_disable_only_after_more_than_three_days():
     start = datetime(2026, 1, 1, tzinfo=timezone.utc)
-    assert not retry.should_disable(start, start + timedelta(days=3))
-    assert retry.should_disable(start, start + timedelta(days=3, seconds=1))
-    assert not retry.should_disable(None, start)
+    assert not recording.should_disable(start, start + timedelta(days=3))
+    assert recording.should_disable(start, start + timedelta(days=3, seconds=1))
+    assert not recording.should_disable(None, start)
 
 
 def _deliveries(conn):
@@ -69,7 +69,7 @@ def test_whole_schedule_then_abandoned(conn, receiver, settings):
     start = clock.now
     _change_status(conn, sid, "validated")
     expected_offsets = [timedelta(0)]
-    for delay in retry.SCHEDULE[1:]:
+    for delay in recording.SCHEDULE[1:]:
         expected_offsets.append(expected_offsets[-1] + delay)
     for number, offset in enumerate(expected_offsets, start=1):
         if number > 1:

@@ -1,5 +1,6 @@
-"""The delivery process's services: each starts, takes turns, stops when told, and the connection's states have names."""
+"""The delivery process's schedule: housekeeping on its interval, stop and close, a lost connection made again."""
 import dataclasses
+import logging
 import threading
 import time
 from datetime import timedelta
@@ -7,10 +8,7 @@ from datetime import timedelta
 import psycopg2
 import pytest
 
-from delivery.housekeeping import Housekeeping
-from delivery.link import RECONNECTED, AsLongAsLeases, DatabaseUnavailable, LinkState, Until
-from delivery.service import ServiceState
-from delivery.worker import Dispatcher, ProcessState
+from delivery.worker import DatabaseUnavailable, Dispatcher
 from models import db
 from tests.support.factories import make_org
 from tests.support.processes import wait_for
@@ -45,17 +43,27 @@ def _rows(conn, sql):
         return cur.fetchall()
 
 
-def test_housekeeping_takes_its_turn_on_its_schedule(settings):
+def _old_window(conn, bucket):
+    with conn.cursor() as cur:
+        cur.execute("INSERT INTO rate_limit_counters (bucket, window_start, hits) VALUES "
+                    "(%s, now() - interval '1 day', 3)", (bucket,))
+
+
+def test_housekeeping_takes_its_turn_on_its_schedule(conn, settings):
+    _old_window(conn, "token:first")
     dispatcher = Dispatcher(settings)
+    watching = threading.Thread(target=dispatcher.watch, kwargs={"idle_seconds": 0.1, "housekeeping_seconds": 3600},
+                                daemon=True)
     try:
-        hourly = Housekeeping(dispatcher.link, settings, dispatcher.clock, every=3600)
-        assert not hourly.due(time.monotonic()), "not started"
-        hourly.start()
-        assert hourly.due(time.monotonic())
-        hourly.turn()
-        assert not hourly.due(time.monotonic())
-        hourly.stop()
-        assert hourly.state is ServiceState.STOPPING and not hourly.due(time.monotonic() + 7200)
+        watching.start()
+        assert wait_for(lambda: _rows(conn, "SELECT bucket FROM rate_limit_counters") == [], 10), "at the start"
+        _old_window(conn, "token:second")
+        time.sleep(1.0)  # ten idle turns of the loop
+        assert [row["bucket"] for row in _rows(conn, "SELECT bucket FROM rate_limit_counters")] == ["token:second"], \
+            "not again before its hour"
+        dispatcher.stop()
+        watching.join(10)
+        assert not watching.is_alive()
     finally:
         dispatcher.close()
 
@@ -65,13 +73,14 @@ def test_a_stopped_pass_claims_nothing_and_leaves_the_work_for_the_next(conn, re
     dispatcher = Dispatcher(settings, sender=settings.make_sender(resolver))
     try:
         dispatcher.stop()
-        assert dispatcher.state is ProcessState.STOPPING and dispatcher.sending.state is ServiceState.STOPPING
+        started = time.monotonic()
         dispatcher.run_pass(5)
+        assert time.monotonic() - started < 4, "returned without waiting out its time"
     finally:
         dispatcher.close()
     assert receiver.requests == []
     assert _count(conn, "SELECT count(*) FROM webhook_deliveries WHERE state = 'pending'") == 2
-    assert all(service.state is ServiceState.STOPPED for service in dispatcher.services)
+    assert _count(conn, "SELECT count(*) FROM webhook_deliveries WHERE lease_token IS NOT NULL") == 0
 
 
 def test_stop_ends_a_watch_and_close_records_what_was_in_flight(conn, receiver, settings):
@@ -86,18 +95,20 @@ def test_stop_ends_a_watch_and_close_records_what_was_in_flight(conn, receiver, 
         assert not watching.is_alive()
     finally:
         dispatcher.close()
-    assert not dispatcher.in_flight and dispatcher.link.state is LinkState.CONNECTED
     assert _count(conn, "SELECT count(*) FROM webhook_deliveries WHERE state = 'succeeded'") == 3
+    assert _count(conn, "SELECT count(*) FROM webhook_attempts WHERE state = 'in_flight'") == 0
 
 
-def test_a_lost_connection_is_reconnected_and_named(conn, settings, monkeypatch):
+def test_a_lost_connection_is_reconnected_and_a_lost_database_given_up(conn, settings, monkeypatch, caplog):
+    caplog.set_level(logging.INFO, "delivery")
     dispatcher = Dispatcher(settings)
     try:
         lost = dispatcher.link.conn.get_backend_pid()
         _rows(conn, f"SELECT pg_terminate_backend({lost}) AS count")
-        assert dispatcher.link.run(lambda: _rows(dispatcher.link.conn, "SELECT 1"), AsLongAsLeases()) is RECONNECTED
-        assert dispatcher.link.state is LinkState.CONNECTED and dispatcher.link.reconnects == 1
-        assert dispatcher.link.run(lambda: "answered", AsLongAsLeases()) == "answered"
+        assert dispatcher.link.run(lambda: _rows(dispatcher.link.conn, "SELECT 1"), None) is None, "cut, reconnected"
+        assert caplog.text.count("database connection restored") == 1
+        assert dispatcher.link.conn.get_backend_pid() != lost
+        assert dispatcher.link.run(lambda: "answered", None) == "answered"
 
         _rows(conn, f"SELECT pg_terminate_backend({dispatcher.link.conn.get_backend_pid()}) AS count")
 
@@ -105,10 +116,9 @@ def test_a_lost_connection_is_reconnected_and_named(conn, settings, monkeypatch)
             raise psycopg2.OperationalError("connection refused (the test's outage)")
         monkeypatch.setattr(db, "connect", refused)
         with pytest.raises(DatabaseUnavailable):
-            dispatcher.link.run(lambda: _rows(dispatcher.link.conn, "SELECT 1"), Until(time.monotonic()))
-        assert dispatcher.link.state is LinkState.UNAVAILABLE
+            dispatcher.link.run(lambda: _rows(dispatcher.link.conn, "SELECT 1"), time.monotonic())
+        assert dispatcher.link.conn is None, "given up: nothing left to close"
         monkeypatch.undo()
-        dispatcher.link.conn = db.connect(settings.database_url)  # what close() releases
     finally:
         dispatcher.close()
 
@@ -136,7 +146,7 @@ def test_a_watch_waits_out_an_outage_longer_than_its_leases_then_delivers(conn, 
     try:
         watching.start()
         monkeypatch.setattr(db, "connect", down)
-        _rows(conn, f"SELECT pg_terminate_backend({dispatcher.conn.get_backend_pid()}) AS count")
+        _rows(conn, f"SELECT pg_terminate_backend({dispatcher.link.conn.get_backend_pid()}) AS count")
         assert wait_for(lambda: len(refused) >= 2, 10)
         time.sleep(2.5)  # more than twice the lease
         assert watching.is_alive() and ended == []

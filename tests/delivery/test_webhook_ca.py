@@ -13,7 +13,7 @@ import pytest
 import trustme
 
 from delivery import signing
-from delivery.attempts import send_delivery
+from delivery.sender import send_delivery
 from tests.support.webhooks import RECEIVER_HOST, RawReceiver, claimed_delivery, delivery_settings, resolver
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"

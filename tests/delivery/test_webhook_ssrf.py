@@ -4,7 +4,7 @@ import ipaddress
 import pytest
 
 from delivery import ssrf
-from delivery.attempts import send_delivery
+from delivery.sender import send_delivery
 from tests.support.webhooks import claimed_delivery, delivery_settings, resolver
 
 REFUSED = [

@@ -1,11 +1,11 @@
-"""The delivery loop's wake-up pipe (delivery/wakeup.py): what ends a sleep, and that wakes never block."""
+"""The delivery loop's wake-up pipe (delivery/connection.py): what ends a sleep, and that wakes never block."""
 import os
 import select
 import threading
 
 import pytest
 
-from delivery.wakeup import Wakeup
+from delivery.connection import Wakeup
 
 # A sleep that should end at once is given this long; a test fails rather than hangs if it does not end.
 LONG = 60.0
