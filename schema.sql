@@ -324,7 +324,10 @@ CREATE UNLOGGED TABLE IF NOT EXISTS shipment_renderings (
   -- What the body is: the shipment as GET /shipments/{id} shows it, or the list GET
   -- /shipments/{id}/packing_lists answers (made only of rows that touch the shipment's revision).
   resource    text NOT NULL CHECK (resource IN ('shipment', 'packing_lists')),
-  PRIMARY KEY (shipment_id, api_version, resource)
+  PRIMARY KEY (shipment_id, api_version, resource),
+  -- The MD5 of the body, kept by the database whenever the body is written: ETags are made of it
+  -- (docs/serving.md, "ETags"), so no request hashes the bytes it sends.
+  body_md5    text GENERATED ALWAYS AS (md5(body)) STORED
 );
 
 CREATE TABLE IF NOT EXISTS shipment_labels (

@@ -3,6 +3,9 @@
 Shared by the views (GET /shipments, /shipments/{id}, /changes) and the delivery script's webhook
 bodies; no Flask here.
 """
+import hashlib
+
+from api.conditional import md5_list_digest
 from api.schemas.packing_lists import PackingListSchema
 from api.schemas.present import RENDERER, dumps, list_text, present
 from api.schemas.shipments import ShipmentSchema
@@ -12,6 +15,32 @@ from models import db, packing_lists, shipments
 def page(conn, organization_id, version, limit, **filters):
     """[(id, stored JSON or None)] of up to `limit` visible shipments, newest first (models.shipments filters)."""
     return shipments.rendered_page(conn, organization_id, limit, version, RENDERER, **filters)
+
+
+def page_bytes(conn, organization_id, version, limit, shown, **filters):
+    """(bodies, digest, found) of `page`: the JSON of the first `shown` shipments found, as bytes joined with
+    commas, and the digest of their MD5s (api.conditional.stored_etag), rendering and storing the misses.
+
+    Stored renderings stay the bytes the driver read; only those rendered now are encoded. `found` counts
+    every shipment of the page (up to `limit`), a shipment hidden or deleted between the reads left out.
+    """
+    rows = shipments.rendered_page_bytes(conn, organization_id, limit, version, RENDERER, **filters)
+    made = {}
+    if any(body is None for _shipment_id, body, _md5 in rows):
+        with db.one_snapshot(conn):
+            made = render_missing(conn, organization_id, version, [(shipment_id, body) for shipment_id, body, _md5
+                                                                   in rows])
+        store(conn, version, made)
+    bodies, md5s = [], []
+    for shipment_id, body, md5 in rows:
+        if body is None:
+            if shipment_id not in made:
+                continue            # hidden or deleted between the two reads, as a read after it would
+            body = made[shipment_id][1].encode()
+            md5 = hashlib.md5(body).hexdigest()
+        bodies.append(body)
+        md5s.append(md5)
+    return b",".join(bodies[:shown]), md5_list_digest(md5s[:shown]), len(bodies)
 
 
 def render_missing(conn, organization_id, version, rows):

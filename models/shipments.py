@@ -1,6 +1,9 @@
 """Shipments as the API shows them: one page (or one shipment) in a constant number of statements."""
 import re
 
+import psycopg2.extensions
+
+from models import rate_limits
 from models.db import group_rows
 
 # rendered_page: a page of visible shipments (the filters of GET /shipments and GET /shipments/{id}: the
@@ -9,7 +12,7 @@ from models.db import group_rows
 # shipment), at the shipment's revision. The freshness check is in the statement that reads, so a stale
 # rendering is never returned.
 RENDERED_PAGE_SQL = """
-SELECT p.id, r.body
+SELECT p.id, r.body, r.body_md5
   FROM shipment_page(organization_id => %(organization_id)s, page_size => %(limit)s,
                      shipment_id => %(shipment_id)s::bigint, shipment_ids => %(shipment_ids)s::bigint[],
                      archived => %(archived)s::boolean, statuses => %(statuses)s::text[],
@@ -25,6 +28,50 @@ SELECT p.id, r.body
    AND r.revision = p.revision
  ORDER BY p.id DESC
 """
+
+# counted_page: the request's token check and count and its page, one statement (docs/serving.md): the rows
+# of authenticate_and_count (one per bucket), the first of them carrying, for a valid token whose version is
+# known (the one asked for, else the organization's pin), the page of RENDERED_PAGE_SQL already joined:
+# `found` shipments, `misses` of them without a current rendering, and of the first `shown` the current
+# renderings comma-separated in page order (`bodies`) and the MD5 of their body_md5s joined the same way
+# (`digest`). The count comes first: the page is read only once the request was counted.
+COUNTED_PAGE_SQL = """
+WITH counted AS (
+  SELECT * FROM authenticate_and_count(%(fingerprint)s, %(address)s, %(window)s) WITH ORDINALITY
+),
+asker AS (
+  SELECT c.organization_id, coalesce(%(requested_version)s, c.api_version) AS api_version
+    FROM counted c
+   WHERE c.ordinality = 1 AND c.token_id IS NOT NULL AND coalesce(%(requested_version)s, c.api_version) IS NOT NULL
+),
+page AS (
+  SELECT p.id, r.body, r.body_md5, row_number() OVER (ORDER BY p.id DESC) AS position
+    FROM asker a
+   CROSS JOIN LATERAL shipment_page(
+         organization_id => a.organization_id, page_size => %(limit)s,
+         shipment_id => %(shipment_id)s::bigint, shipment_ids => %(shipment_ids)s::bigint[],
+         archived => %(archived)s::boolean, statuses => %(statuses)s::text[],
+         created_after => %(created_after)s::timestamptz, created_before => %(created_before)s::timestamptz,
+         eta_after => %(eta_after)s::timestamptz, eta_before => %(eta_before)s::timestamptz,
+         starting_after => %(starting_after)s::bigint, label_ids => %(label_ids)s::bigint[]) p
+    LEFT JOIN shipment_renderings r
+      ON r.shipment_id = p.id AND r.resource = 'shipment' AND r.api_version = a.api_version
+     AND r.renderer = %(renderer)s AND r.revision = p.revision
+),
+shown AS (
+  SELECT a.api_version AS page_version, count(p.id) AS found, count(p.id) FILTER (WHERE p.body IS NULL) AS misses,
+         string_agg(p.body, ',' ORDER BY p.id DESC) FILTER (WHERE p.position <= %(shown)s) AS bodies,
+         md5(coalesce(string_agg(p.body_md5, ',' ORDER BY p.id DESC) FILTER (WHERE p.position <= %(shown)s), ''))
+           AS digest
+    FROM asker a LEFT JOIN page p ON true
+   GROUP BY a.api_version
+)
+SELECT c.*, s.page_version, s.found, s.misses, s.bodies, s.digest
+  FROM counted c LEFT JOIN shown s ON c.ordinality = 1
+ ORDER BY c.ordinality
+"""
+# counted_page's own columns, beside authenticate_and_count's.
+PAGE_COLUMNS = ("page_version", "found", "misses", "bodies", "digest")
 
 # list_shipments: visible shipments read whole (the page's misses, or one shipment), newest first. The
 # checks summary, cargo, organic and produce are columns kept by the database on write (schema.sql
@@ -124,14 +171,48 @@ def _alias_regex(cur, params):
 
 def rendered_page(conn, organization_id, limit, api_version, renderer, **filters):
     """Ids of up to `limit` visible shipments, newest first, each with its current stored rendering or None."""
+    return [(shipment_id, body) for shipment_id, body, _md5
+            in _rendered_rows(conn, organization_id, limit, api_version, renderer, False, filters)]
+
+
+def rendered_page_bytes(conn, organization_id, limit, api_version, renderer, **filters):
+    """rendered_page's rows as (id, stored JSON or None, its MD5 or None), the texts as the driver's bytes."""
+    return _rendered_rows(conn, organization_id, limit, api_version, renderer, True, filters)
+
+
+def _rendered_rows(conn, organization_id, limit, api_version, renderer, as_bytes, filters):
     params = {name: None for name in FILTERS}
     params.update(filters)
     params.update(search_params(params.pop("q")))
     params.update(organization_id=organization_id, limit=limit, api_version=api_version, renderer=renderer)
     with conn.cursor() as cur:
         params["q_alias_regex"] = _alias_regex(cur, params)
+        if as_bytes:   # text columns as the bytes the driver received, never decoded: they are sent as they are
+            psycopg2.extensions.register_type(psycopg2.extensions.BYTES, cur)
         cur.execute(RENDERED_PAGE_SQL, params)
-        return [(row["id"], row["body"]) for row in cur.fetchall()]
+        return [(row["id"], row["body"], row["body_md5"]) for row in cur.fetchall()]
+
+
+def counted_page(conn, fingerprint, address, window_seconds, requested_version, limit, shown, renderer,
+                 **filters):
+    """(Authentication, page) of one statement: the request's count (models.rate_limits) and its page of
+    stored renderings joined, a dict of PAGE_COLUMNS (page_version None when no page was read: no valid
+    token, or no version known yet). `filters` are rendered_page's but q."""
+    params = {name: None for name in FILTERS if name != "q"}
+    params.update(filters)
+    params.update(fingerprint=fingerprint, address=address, window=window_seconds,
+                  requested_version=requested_version, limit=limit, shown=shown, renderer=renderer)
+    with conn.cursor() as cur:
+        psycopg2.extensions.register_type(psycopg2.extensions.BYTES, cur)
+        cur.execute(COUNTED_PAGE_SQL, params)
+        rows = cur.fetchall()
+    page = {column: rows[0][column] for column in PAGE_COLUMNS}
+    # The count's and principal's few text columns come as bytes too on this cursor.
+    rows = [{column: value.decode() if type(value) is bytes else value
+             for column, value in row.items() if column not in PAGE_COLUMNS} for row in rows]
+    if page["page_version"] is not None:
+        page["page_version"] = page["page_version"].decode()
+    return rate_limits.authentication(rows), page
 
 
 def store_renderings(conn, api_version, renderer, renderings, resource="shipment"):
