@@ -18,13 +18,18 @@ def page(conn, organization_id, version, limit, **filters):
 
 
 def page_bytes(conn, organization_id, version, limit, shown, **filters):
-    """(bodies, digest, found) of `page`: the JSON of the first `shown` shipments found, as bytes joined with
-    commas, and the digest of their MD5s (api.conditional.stored_etag), rendering and storing the misses.
-
-    Stored renderings stay the bytes the driver read; only those rendered now are encoded. `found` counts
-    every shipment of the page (up to `limit`), a shipment hidden or deleted between the reads left out.
-    """
+    """(bodies, digest, found) of `page` (up to `limit` shipments): the JSON of the first `shown` as bytes joined
+    with commas, the digest of their MD5s (api.conditional.stored_etag), and how many were found."""
     rows = shipments.rendered_page_bytes(conn, organization_id, limit, version, RENDERER, **filters)
+    return joined(conn, organization_id, version, rows, shown)
+
+
+def joined(conn, organization_id, version, rows, shown):
+    """page_bytes of rendered_page_bytes's `rows`, rendering and storing the misses.
+
+    Stored renderings stay the bytes the driver read and are joined once; only those rendered now are
+    encoded. A shipment hidden or deleted between the reads is left out, as a read after it would.
+    """
     made = {}
     if any(body is None for _shipment_id, body, _md5 in rows):
         with db.one_snapshot(conn):
@@ -35,7 +40,7 @@ def page_bytes(conn, organization_id, version, limit, shown, **filters):
     for shipment_id, body, md5 in rows:
         if body is None:
             if shipment_id not in made:
-                continue            # hidden or deleted between the two reads, as a read after it would
+                continue
             body = made[shipment_id][1].encode()
             md5 = hashlib.md5(body).hexdigest()
         bodies.append(body)

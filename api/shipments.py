@@ -65,18 +65,23 @@ def counted_first(parse):
 def shipment_page(limit, shown, **filters):
     """shipment_renderings.page_bytes at the request's version: (bodies, digest, found).
 
-    Sent with the request's token check and count in one statement when guard left the count to this
-    view (without `q`, whose alias lookup comes first), and its renderings are all current; otherwise the
-    page is read (and its misses rendered and stored) after the count.
+    Read with the request's token check and count in one statement when guard left the count to this view
+    (without `q`, whose alias lookup comes first); otherwise after the count.
     """
     read = None
     if guard.deferred() and not filters.get("q"):
         requested = request.headers.get("Service-Version")
-        read = guard.complete(lambda conn, *count: shipments.counted_page(
-            conn, *count, requested, limit, shown, shipment_renderings.RENDERER, **filters))
+        read = guard.complete(lambda conn, *count: counted(shipments.counted_page(
+            conn, *count, requested, limit, shipment_renderings.RENDERER, **filters)))
     else:
         guard.complete()
-    if read is not None and read["page_version"] == version() and not read["misses"]:
-        return read["bodies"] or b"", read["digest"], read["found"]
-    return shipment_renderings.page_bytes(get_conn(), principal()["organization_id"], version(), limit, shown,
-                                          **filters)
+    conn, organization_id = get_conn(), principal()["organization_id"]
+    if read is not None and read[0] == version():
+        return shipment_renderings.joined(conn, organization_id, version(), read[1], shown)
+    return shipment_renderings.page_bytes(conn, organization_id, version(), limit, shown, **filters)
+
+
+def counted(result):
+    """counted_page's (Authentication, page version, rows) as guard.complete takes it: (Authentication, the rest)."""
+    authentication, page_version, rows = result
+    return authentication, (page_version, rows)
