@@ -1231,6 +1231,19 @@ BEGIN
 END
 $$;
 
+-- The organization and pinned version of a token fingerprint (token_principal's), for a statement that reads
+-- a page for the token before counting it (models/shipments.py COUNTED_PAGE_SQL): PL/pgSQL, so that its
+-- plan is kept for the server session as authenticate_and_count's is; STABLE, so it reads the snapshot of
+-- the statement that calls it; ROWS 1, its most, so that the page's plan is costed as the index scan it is.
+CREATE OR REPLACE FUNCTION token_organization(token_fingerprint bytea)
+RETURNS TABLE (organization_id bigint, api_version text)
+LANGUAGE plpgsql STABLE ROWS 1 AS $$
+#variable_conflict use_column
+BEGIN
+  RETURN QUERY SELECT p.organization_id, p.api_version FROM token_principal(token_fingerprint) p;
+END
+$$;
+
 -- == webhooks (owned by delivery/) ==========================================
 --
 -- Outbound webhooks: endpoints (settings), the transactional outbox `events`
