@@ -76,14 +76,14 @@ def bodies_by_id(rows, made):
 
 
 def packing_lists_body(conn, organization_id, version, shipment_id):
-    """The JSON of GET /shipments/{id}/packing_lists for a visible shipment (None when not found).
+    """(JSON, its MD5) of GET /shipments/{id}/packing_lists for a visible shipment (None when not found).
 
     Served as stored while current (the shipment's revision grows with every change to its packing
     lists, pallets and lines); otherwise rendered from one snapshot and stored.
     """
     stored = packing_lists.stored_rendering(conn, organization_id, shipment_id, version, RENDERER)
     if stored is None or stored[1] is not None:
-        return stored and stored[1]
+        return stored and stored[1:]
     with db.one_snapshot(conn):
         current = packing_lists.list_shipment_packing_lists(conn, organization_id, shipment_id)
     if current is None:
@@ -91,7 +91,7 @@ def packing_lists_body(conn, organization_id, version, shipment_id):
     revision, items = current
     body = render_packing_lists(items, version)
     shipments.store_renderings(conn, version, RENDERER, [(shipment_id, revision, body)], resource="packing_lists")
-    return body
+    return body, hashlib.md5(body.encode()).hexdigest()
 
 
 def render_packing_lists(items, version):

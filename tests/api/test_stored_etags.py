@@ -15,7 +15,7 @@ def sql(conn, statement, *args):
 
 def stored(path):
     """Whether `path`'s ETag is made of stored MD5s; the others hash their body (api/conditional.py body_etag)."""
-    return path.startswith("/shipments") and not path.endswith(("/packing_lists", "/timeline"))
+    return path.startswith("/shipments") and not path.endswith("/timeline")
 
 
 def md5(text):
@@ -65,6 +65,9 @@ def test_stored_etags_change_exactly_when_the_body_does_on_every_route(conn, cli
                 assert (etag == other_etag) == (hashed == other_hashed), path
         if stored(path):
             for etag, _hashed, document in (seen[path] for seen in rounds):
+                if path.endswith("/packing_lists"):         # one stored rendering, the whole list
+                    assert etag == stored_etag(versions.LATEST, md5(stored_text(document))), path
+                    continue
                 items = document["data"] if document.get("object") == "list" else [document]
                 digest = md5(",".join(md5(stored_text(item)) for item in items))
                 assert etag == stored_etag(versions.LATEST, digest, document.get("has_more", False)), path
