@@ -180,7 +180,7 @@ def count_not_modified():
     """Count this request (answered 304 Not Modified) in its 304 budget instead of its limits.
 
     Returns the RateLimited to answer instead when that budget is spent, else None. The count is taken
-    before the view runs and cannot know the answer (the ETag hashes the body the view builds), so a 304
+    before the view runs, or with its page, and cannot know the answer (the view makes the ETag), so a 304
     pays a second statement that moves the hit within the same window.
     """
     counted = g.pop("rate_limit_counted", None)
