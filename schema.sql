@@ -324,7 +324,10 @@ CREATE UNLOGGED TABLE IF NOT EXISTS shipment_renderings (
   -- What the body is: the shipment as GET /shipments/{id} shows it, or the list GET
   -- /shipments/{id}/packing_lists answers (made only of rows that touch the shipment's revision).
   resource    text NOT NULL CHECK (resource IN ('shipment', 'packing_lists')),
-  PRIMARY KEY (shipment_id, api_version, resource)
+  PRIMARY KEY (shipment_id, api_version, resource),
+  -- The MD5 of the body, kept by the database whenever the body is written: ETags are made of it
+  -- (docs/serving.md, "ETags"), so no request hashes the bytes it sends.
+  body_md5    text GENERATED ALWAYS AS (md5(body)) STORED
 );
 
 CREATE TABLE IF NOT EXISTS shipment_labels (
@@ -1225,6 +1228,19 @@ BEGIN
   SELECT c.bucket, b.policy, c.hits, c.window_start, c.resets_in, p.token_id, p.token_name, p.scopes,
          p.expires_at, p.user_email, p.organization_id, p.organization_name, p.slug, p.api_version
     FROM counted c JOIN buckets b ON b.bucket = c.bucket LEFT JOIN principal p ON true;
+END
+$$;
+
+-- The organization and pinned version of a token fingerprint (token_principal's), for a statement that reads
+-- a page for the token before counting it (models/shipments.py COUNTED_PAGE_SQL): PL/pgSQL, so that its
+-- plan is kept for the server session as authenticate_and_count's is; STABLE, so it reads the snapshot of
+-- the statement that calls it; ROWS 1, its most, so that the page's plan is costed as the index scan it is.
+CREATE OR REPLACE FUNCTION token_organization(token_fingerprint bytea)
+RETURNS TABLE (organization_id bigint, api_version text)
+LANGUAGE plpgsql STABLE ROWS 1 AS $$
+#variable_conflict use_column
+BEGIN
+  RETURN QUERY SELECT p.organization_id, p.api_version FROM token_principal(token_fingerprint) p;
 END
 $$;
 

@@ -20,6 +20,22 @@ def body_etag(version, body):
     return digest.hexdigest()
 
 
+def stored_etag(version, digest, has_more=False):
+    """A strong ETag of a body made of stored renderings, from what the database keeps of them, not the body.
+
+    `digest` is the MD5 of the renderings' own MD5s (shipment_renderings.body_md5, kept when each is
+    written) joined with commas in the body's order: the same body gives the same ETag, any change to it
+    (a rendering, their order or number, has_more, the version) another, and no request hashes its body.
+    """
+    digest = digest if isinstance(digest, bytes) else digest.encode()
+    return hashlib.blake2b(b"%s\n%s\n%d" % ((version or "").encode(), digest, has_more), digest_size=16).hexdigest()
+
+
+def md5_list_digest(md5s):
+    """The `digest` of stored_etag for renderings whose MD5s (hex, bytes or str) are `md5s`, in the body's order."""
+    return hashlib.md5(b",".join(md5 if isinstance(md5, bytes) else md5.encode() for md5 in md5s)).hexdigest()
+
+
 def row_etag(*values):
     """A strong ETag of a row's validator columns, for a body that is not read to build it (a stored file)."""
     return hashlib.blake2b("\x1f".join(str(value) for value in values).encode(), digest_size=16).hexdigest()

@@ -18,6 +18,10 @@ COUNTED_BY = "shiptrack.counted_by"
 # and the limit's bucket. A RATE_LIMITS setting written without one gets NOT_MODIFIED_TIMES the limit.
 NOT_MODIFIED = "not_modified_"
 NOT_MODIFIED_TIMES = 10
+# Endpoints whose view sends the token check and count in its own first statement, with its page (one round
+# trip: docs/serving.md). guard_request leaves the count to the view (complete) when nothing can refuse the
+# request before the count does: a well-formed token, no body, a Service-Version absent or published.
+ONE_TRIP_ENDPOINTS = frozenset({"shipments.list_shipments", "shipments.get_shipment"})
 # The longest the count of a public request waits for the database (where a deadline is kept: gunicorn's
 # workers, models/deadline.py): the description and its page are bytes the process holds.
 PUBLIC_WAIT_SECONDS = 0.5
@@ -54,13 +58,50 @@ def guard_request():
     # is 503 (docs/authentication.md).
     if public and breaker.is_open():
         return
+    if _one_trip(token):
+        g.deferred_token = token
+        return
+    _count_and_check(token, public)
+
+
+def _one_trip(token):
+    return (request.endpoint in ONE_TRIP_ENDPOINTS and request.routing_exception is None
+            and request.method in ("GET", "HEAD") and COUNTED_BY not in request.environ
+            and not request.content_length and token is not None and tokens.TOKEN_PATTERN.fullmatch(token)
+            and request.headers.get("Service-Version", versions.LATEST) in versions.PUBLISHED)
+
+
+def deferred():
+    """Whether this request's token check and count were left to its view (ONE_TRIP_ENDPOINTS)."""
+    return "deferred_token" in g
+
+
+def complete(work=None):
+    """Run the token check and count left to the view, with `work`'s statement when given; no-op when not left.
+
+    `work(conn, fingerprint, address, window_seconds)` sends the count with what the view
+    needs in one statement and returns (Authentication, what it read); complete returns what it read after
+    the checks of guard_request (which raise as they do there), None without `work`. The view calls it
+    before anything of its own can refuse the request, so that a 401 or 429 comes first, as on any route.
+    """
+    if not deferred():
+        return None
+    token = g.pop("deferred_token")
+    return _count_and_check(token, False, work)
+
+
+def _count_and_check(token, public, work=None):
+    read = None
     try:
         with deadline.within(PUBLIC_WAIT_SECONDS if public else None):
-            authentication = request.environ.get(COUNTED_BY) or first_statements(
-                lambda conn: authenticate_and_count(conn, token))
+            authentication = request.environ.get(COUNTED_BY)
+            if authentication is None and work is not None:
+                authentication, read = first_statements(lambda conn: work(conn, *_count_arguments(token)))
+            elif authentication is None:
+                authentication = first_statements(lambda conn: authenticate_and_count(conn, token))
     except db.DatabaseUnavailable:
         if public:
-            return
+            return None
         raise
     g.authentication = authentication
     principal = authentication.principal
@@ -71,20 +112,25 @@ def guard_request():
     if (request.content_length or 0) > max_content_length:
         raise RequestTooLarge(max_content_length)
     if request.routing_exception is not None or public:
-        return
+        return None
     if token is None:
         raise MissingToken("No API token was sent. Send it as `Authorization: Bearer <ACCESS_TOKEN>`.")
     if principal is None:
         raise InvalidToken("The API token is invalid, expired or revoked, or its user left the organization.")
     g.principal = principal
     g.version = requested_version() or pinned_version(principal)
+    return read
 
 
 def authenticate_and_count(conn, token):
     """The request's Authentication (models.rate_limits): its first statement, which first_statements may repeat."""
+    return rate_limits.authenticate_and_count(conn, *_count_arguments(token))
+
+
+def _count_arguments(token):
+    """(fingerprint or None, client address, window seconds): what a count is sent."""
     fingerprint = tokens.fingerprint(token) if token is not None and tokens.TOKEN_PATTERN.fullmatch(token) else None
-    return rate_limits.authenticate_and_count(conn, fingerprint, request.remote_addr or "unknown",
-                                              current_app.config["RATE_LIMITS"]["window_seconds"])
+    return fingerprint, request.remote_addr or "unknown", current_app.config["RATE_LIMITS"]["window_seconds"]
 
 
 def enforce_rate_limits(authentication, failed_authentication=False):
@@ -133,7 +179,7 @@ def count_not_modified():
     """Count this request (answered 304 Not Modified) in its 304 budget instead of its limits.
 
     Returns the RateLimited to answer instead when that budget is spent, else None. The count is taken
-    before the view runs and cannot know the answer (the ETag hashes the body the view builds), so a 304
+    before the view runs, or with its page, and cannot know the answer (the view makes the ETag), so a 304
     pays a second statement that moves the hit within the same window.
     """
     counted = g.pop("rate_limit_counted", None)

@@ -3,6 +3,7 @@ from flask import Blueprint
 
 from api import shipment_renderings
 from api.apidoc import get_route
+from api.conditional import stored_etag
 from api.context import get_conn, principal, version
 from api.responses import missing, path_id, stored
 from api.schemas.common import list_schema
@@ -18,8 +19,11 @@ def list_shipment_packing_lists(shipment_id):
     Replaced packing lists are left out. Pallets on no packing list are not reachable here, but count
     in the shipment's `cargo.pallets`. `has_more` is always false.
     """
-    body = shipment_renderings.packing_lists_body(get_conn(), principal()["organization_id"], version(),
-                                         path_id(shipment_id, "shp", "shipment"))
-    if body is None:
+    found = shipment_renderings.packing_lists_body(get_conn(), principal()["organization_id"], version(),
+                                                   path_id(shipment_id, "shp", "shipment"))
+    if found is None:
         raise missing("shipment", shipment_id)
-    return stored(body)
+    body, md5 = found
+    response = stored(body)
+    response.set_etag(stored_etag(version(), md5))    # of the stored MD5, not of the body (docs/serving.md)
+    return response

@@ -27,6 +27,13 @@ def stored(body):
     return Response(body + "\n", mimetype=current_app.json.mimetype)
 
 
+def stored_bytes(etag, *parts):
+    """Stored JSON read as bytes, `parts` joined once and sent as jsonify frames a document, with its ETag."""
+    response = Response(b"".join((*parts, b"\n")), mimetype=current_app.json.mimetype)
+    response.set_etag(etag)
+    return response
+
+
 def stored_listing(bodies, limit):
     """The list envelope around stored JSON documents (up to limit + 1; the extra one sets has_more)."""
     return stored_list(bodies[:limit], len(bodies) > limit)

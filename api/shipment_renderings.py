@@ -3,6 +3,9 @@
 Shared by the views (GET /shipments, /shipments/{id}, /changes) and the delivery script's webhook
 bodies; no Flask here.
 """
+import hashlib
+
+from api.conditional import md5_list_digest
 from api.schemas.packing_lists import PackingListSchema
 from api.schemas.present import RENDERER, dumps, list_text, present
 from api.schemas.shipments import ShipmentSchema
@@ -12,6 +15,37 @@ from models import db, packing_lists, shipments
 def page(conn, organization_id, version, limit, **filters):
     """[(id, stored JSON or None)] of up to `limit` visible shipments, newest first (models.shipments filters)."""
     return shipments.rendered_page(conn, organization_id, limit, version, RENDERER, **filters)
+
+
+def page_bytes(conn, organization_id, version, limit, shown, **filters):
+    """(bodies, digest, found) of `page` (up to `limit` shipments): the JSON of the first `shown` as bytes joined
+    with commas, the digest of their MD5s (api.conditional.stored_etag), and how many were found."""
+    rows = shipments.rendered_page_bytes(conn, organization_id, limit, version, RENDERER, **filters)
+    return joined(conn, organization_id, version, rows, shown)
+
+
+def joined(conn, organization_id, version, rows, shown):
+    """page_bytes of rendered_page_bytes's `rows`, rendering and storing the misses.
+
+    Stored renderings stay the bytes the driver read and are joined once; only those rendered now are
+    encoded. A shipment hidden or deleted between the reads is left out, as a read after it would.
+    """
+    made = {}
+    if any(body is None for _shipment_id, body, _md5 in rows):
+        with db.one_snapshot(conn):
+            made = render_missing(conn, organization_id, version, [(shipment_id, body) for shipment_id, body, _md5
+                                                                   in rows])
+        store(conn, version, made)
+    bodies, md5s = [], []
+    for shipment_id, body, md5 in rows:
+        if body is None:
+            if shipment_id not in made:
+                continue
+            body = made[shipment_id][1].encode()
+            md5 = hashlib.md5(body).hexdigest()
+        bodies.append(body)
+        md5s.append(md5)
+    return b",".join(bodies[:shown]), md5_list_digest(md5s[:shown]), len(bodies)
 
 
 def render_missing(conn, organization_id, version, rows):
@@ -42,14 +76,14 @@ def bodies_by_id(rows, made):
 
 
 def packing_lists_body(conn, organization_id, version, shipment_id):
-    """The JSON of GET /shipments/{id}/packing_lists for a visible shipment (None when not found).
+    """(JSON, its MD5) of GET /shipments/{id}/packing_lists for a visible shipment (None when not found).
 
     Served as stored while current (the shipment's revision grows with every change to its packing
     lists, pallets and lines); otherwise rendered from one snapshot and stored.
     """
     stored = packing_lists.stored_rendering(conn, organization_id, shipment_id, version, RENDERER)
     if stored is None or stored[1] is not None:
-        return stored and stored[1]
+        return stored and stored[1:]
     with db.one_snapshot(conn):
         current = packing_lists.list_shipment_packing_lists(conn, organization_id, shipment_id)
     if current is None:
@@ -57,7 +91,7 @@ def packing_lists_body(conn, organization_id, version, shipment_id):
     revision, items = current
     body = render_packing_lists(items, version)
     shipments.store_renderings(conn, version, RENDERER, [(shipment_id, revision, body)], resource="packing_lists")
-    return body
+    return body, hashlib.md5(body.encode()).hexdigest()
 
 
 def render_packing_lists(items, version):

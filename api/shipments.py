@@ -1,15 +1,18 @@
 """GET /shipments and GET /shipments/{shipment_id}: stored renderings served as bytes, made on a miss."""
-from flask import Blueprint
+from flask import Blueprint, request
 
-from api import shipment_renderings
+from api import guard, shipment_renderings
 from api.apidoc import get_route
+from api.conditional import stored_etag
 from api.context import get_conn, principal, version
+from api.errors import ApiError
 from api.params import parse_query
-from api.responses import missing, path_id, stored, stored_listing
+from api.responses import missing, path_id, stored_bytes
 from api.schemas.common import list_schema
+from api.schemas.present import list_bytes
 from api.schemas.queries import ShipmentListQuerySchema
 from api.schemas.shipments import ShipmentSchema
-from models import db
+from models import shipments
 
 bp = Blueprint("shipments", __name__)
 
@@ -24,15 +27,17 @@ def list_shipments():
     Filters combine with AND. Page with `limit` and `starting_after`, the last id of the previous page,
     while `has_more` is true: shipments added meanwhile cause no gaps or repeats.
     """
-    query = parse_query(ShipmentListQuerySchema)
-    shipment_json = shipment_bodies(
-        query["limit"] + 1,
+    query = counted_first(lambda: parse_query(ShipmentListQuerySchema))
+    limit = query["limit"]
+    bodies, digest, found = shipment_page(
+        limit + 1, limit,
         q=query.get("q"), statuses=query.get("status"), label_ids=query.get("labels"),
         archived=_ARCHIVED[query["archived"]],
         created_after=query.get("created_after"), created_before=query.get("created_before"),
         eta_after=query.get("eta_after"), eta_before=query.get("eta_before"),
         starting_after=query.get("starting_after"))
-    return stored_listing(shipment_json, query["limit"])
+    has_more = found > limit
+    return stored_bytes(stored_etag(version(), digest, has_more), *list_bytes(bodies, has_more))
 
 
 @get_route(bp, "/shipments/<shipment_id>", ShipmentSchema)
@@ -41,26 +46,42 @@ def get_shipment(shipment_id):
 
     A shipment waiting for approval or of another organization is a 404, like a missing one.
     """
-    shipment_json = shipment_bodies(1, shipment_id=path_id(shipment_id, "shp", "shipment"))
-    if not shipment_json:
+    number = counted_first(lambda: path_id(shipment_id, "shp", "shipment"))
+    body, digest, found = shipment_page(1, 1, shipment_id=number)
+    if not found:
         raise missing("shipment", shipment_id)
-    return stored(shipment_json[0])
+    return stored_bytes(stored_etag(version(), digest), body)
 
 
-def shipment_bodies(limit, **filters):
-    """The JSON of up to `limit` visible shipments, newest first, at the request's version.
+def counted_first(parse):
+    """`parse()`, the request counted first when it refuses (a 401 or 429 comes before a 400 or 404)."""
+    try:
+        return parse()
+    except ApiError:
+        guard.complete()
+        raise
 
-    Each is read as stored when its rendering is current (same revision, version and renderer,
-    checked in the statement that reads it); the others are rendered from one snapshot, served, and
-    stored for the next read.
+
+def shipment_page(limit, shown, **filters):
+    """shipment_renderings.page_bytes at the request's version: (bodies, digest, found).
+
+    Read with the request's token check and count in one statement when guard left the count to this view
+    (without `q`, whose alias lookup comes first); otherwise after the count.
     """
-    conn, organization_id, api_version = get_conn(), principal()["organization_id"], version()
-    rows = shipment_renderings.page(conn, organization_id, api_version, limit, **filters)
-    made = {}
-    if any(body is None for _shipment_id, body in rows):
-        with db.one_snapshot(conn):
-            made = shipment_renderings.render_missing(conn, organization_id, api_version, rows)
-        shipment_renderings.store(conn, api_version, made)
-    bodies_by_id = shipment_renderings.bodies_by_id(rows, made)
-    # A shipment hidden or deleted between the two reads is left out, as a read after it would.
-    return [bodies_by_id[shipment_id] for shipment_id, _body in rows if shipment_id in bodies_by_id]
+    read = None
+    if guard.deferred() and not filters.get("q"):
+        requested = request.headers.get("Service-Version")
+        read = guard.complete(lambda conn, *count: counted(shipments.counted_page(
+            conn, *count, requested, limit, shipment_renderings.RENDERER, **filters)))
+    else:
+        guard.complete()
+    conn, organization_id = get_conn(), principal()["organization_id"]
+    if read is not None and read[0] == version():
+        return shipment_renderings.joined(conn, organization_id, version(), read[1], shown)
+    return shipment_renderings.page_bytes(conn, organization_id, version(), limit, shown, **filters)
+
+
+def counted(result):
+    """counted_page's (Authentication, page version, rows) as guard.complete takes it: (Authentication, the rest)."""
+    authentication, page_version, rows = result
+    return authentication, (page_version, rows)

@@ -52,6 +52,21 @@ def seed(server, env, count, database=BENCH_DB):
     conn.close()
 
 
+def copy_database(server, database, copy):
+    """Recreate `copy` as a copy of `database` (no one connected to it); returns its URL.
+
+    For another checkout measured beside this one: two versions of the code keep stored renderings made by
+    different code (docs/rendering.md, `renderer`), so on one database each would replace the other's.
+    """
+    admin = psycopg2.connect(urlunsplit(urlsplit(server)._replace(path="/postgres")))
+    admin.autocommit = True
+    with admin.cursor() as cur:
+        cur.execute(f'DROP DATABASE IF EXISTS "{copy}" WITH (FORCE)')
+        cur.execute(f'CREATE DATABASE "{copy}" TEMPLATE "{database}"')
+    admin.close()
+    return urlunsplit(urlsplit(server)._replace(path="/" + copy))
+
+
 def acme_token(env, name):
     """A new 30-day token of acme's owner called `name` (one of that name is replaced); its value."""
     return run("tokens", "create", "--org", "acme", "--user", "owner@acme.example", "--name", name,

@@ -10,7 +10,8 @@ requesting as fast as answers come: `direct`; `form` (direct, but with DATABASE_
 statements as a transaction pooler needs them, no PREPARE and SET LOCALs, without the pooler: what the
 form costs); `pooled` (through Debian's PgBouncer, transaction mode); `found` (the same PgBouncer with
 DATABASE_POOLER unset, which the service finds out at each connection). With `--code DIR`, another
-checkout's `direct` and `pooled` too, in the same rounds (the code before a change). Prints requests/s
+checkout's `direct` and `pooled` too, on a copy of the database, in the same rounds (the code before a
+change). Prints requests/s
 per round, the medians and the ratios to direct (the target for pooled: at least 0.8). Not a test.
 """
 import argparse
@@ -21,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchkit import RAISED_LIMITS, ROOT, acme_token, bench_url, run, seed, start_gunicorn  # noqa: E402
-from floor import throughput  # noqa: E402
+from benchkit import RAISED_LIMITS, ROOT, acme_token, bench_url, copy_database, run, seed, start_gunicorn  # noqa: E402
+from floor import throughput, wrk_throughput  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
 from tests.support.pgbouncer import PgBouncer  # noqa: E402
@@ -47,20 +48,26 @@ def main():
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--code", help="another checkout whose direct and pooled run beside these")
+    parser.add_argument("--wrk", action="store_true", help="load with wrk instead of Python threads (the CEO's bar)")
+    parser.add_argument("--database", default=DATABASE, help="the bench database (seeded unless --reuse)")
+    parser.add_argument("--port", type=int, default=18790, help="the first of the 9 ports the services take")
     args = parser.parse_args()
 
-    url, server = bench_url(DATABASE)
+    url, server = bench_url(args.database)
     env = {**os.environ, "DATABASE_URL": url, "SHIPTRACK_RATE_LIMITS": RAISED_LIMITS}
     if not args.reuse:
-        seed(server, env, args.shipments, DATABASE)
+        seed(server, env, args.shipments, args.database)
     run("db", "init", env=env)
     headers = {"Authorization": f"Bearer {acme_token(env, 'pooled')}"}
     bouncer = PgBouncer(server, "transaction").start()
     services = {name: (port, service_env)
-                for (name, service_env), port in zip(service_envs(env, bouncer, url).items(), (18791, 18792, 18793, 18790))}
+                for (name, service_env), port in zip(service_envs(env, bouncer, url).items(), range(args.port + 1, args.port + 5))}
     code = {name: ROOT for name in services}
-    if args.code:
-        services.update({"direct (code)": (18797, env), "pooled (code)": (18798, services["pooled"][1])})
+    if args.code:   # a copy of the database: its stored renderings its own (benchkit.copy_database)
+        code_url = copy_database(server, args.database, args.database + "_code")
+        code_env = {**env, "DATABASE_URL": code_url}
+        services.update({"direct (code)": (args.port + 7, code_env),
+                         "pooled (code)": (args.port + 8, {**services["pooled"][1], "DATABASE_URL": bouncer.url(code_url)})})
         code.update({"direct (code)": Path(args.code), "pooled (code)": Path(args.code)})
     processes = [start_gunicorn(service_env, port, workers=2, cwd=code[name])
                  for name, (port, service_env) in services.items()]
@@ -71,7 +78,8 @@ def main():
             throughput(target, headers, args.clients, 2)
         for round_number in range(args.rounds):
             for name, target in targets.items():
-                rate = throughput(target, headers, args.clients, args.seconds)
+                rate, _answered = (wrk_throughput if args.wrk else throughput)(target, headers, args.clients,
+                                                                               args.seconds)
                 rates[name].append(rate)
                 print(f"round {round_number + 1}: {name:13} {rate:7.1f} requests/s", flush=True)
     finally:

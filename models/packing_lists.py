@@ -5,7 +5,7 @@ from models.db import Prepared, group_rows
 # (rendered at this version, by this code, at this revision: the same check as a shipment's, made in the
 # statement that reads it). Prepared: its plan does not depend on the values.
 STORED_RENDERING_SQL = """
-SELECT s.revision, r.body
+SELECT s.revision, r.body, r.body_md5
   FROM shipments s
   LEFT JOIN shipment_renderings r
     ON r.shipment_id = s.id AND r.resource = 'packing_lists' AND r.api_version = %(api_version)s
@@ -13,7 +13,7 @@ SELECT s.revision, r.body
  WHERE s.id = %(shipment_id)s AND s.organization_id = %(organization_id)s
    AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
 """
-_STORED = Prepared("packing_lists_rendering", STORED_RENDERING_SQL)
+_STORED = Prepared("packing_lists_rendering_md5", STORED_RENDERING_SQL)
 
 # list_shipment_packing_lists: the visible shipment (one row even without packing lists) and its
 # current packing lists, oldest first: by created_at to the second (the precision every timestamp
@@ -48,12 +48,13 @@ SELECT l.pallet_id, l.id, l.line_index, l.produce_name, l.produce_type, l.variet
 
 
 def stored_rendering(conn, organization_id, shipment_id, api_version, renderer):
-    """(revision, stored JSON or None) of a visible shipment's packing lists; None when the shipment is not found."""
+    """(revision, stored JSON or None, its MD5 or None) of a visible shipment's packing lists; None when the shipment
+    is not found."""
     with conn.cursor() as cur:
         _STORED.execute(cur, {"organization_id": organization_id, "shipment_id": shipment_id,
                               "api_version": api_version, "renderer": renderer})
         row = cur.fetchone()
-    return None if row is None else (row["revision"], row["body"])
+    return None if row is None else (row["revision"], row["body"], row["body_md5"])
 
 
 def list_shipment_packing_lists(conn, organization_id, shipment_id):

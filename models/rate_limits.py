@@ -6,8 +6,9 @@ from datetime import datetime
 # fingerprint (None for NULL) and one hit counted in each bucket of the request. The statement itself is the
 # PL/pgSQL function of the same name in schema.sql, which says what it counts and why it is a function.
 _AUTHENTICATE_AND_COUNT_SQL = "SELECT * FROM authenticate_and_count(%(fingerprint)s, %(address)s, %(window)s)"
-# The count's own columns of each row; the rest are the principal's.
-_COUNT_COLUMNS = frozenset({"bucket", "policy", "hits", "window_start", "resets_in"})
+# The principal's columns of each row (the function's other columns are the count's).
+PRINCIPAL_COLUMNS = ("token_id", "token_name", "scopes", "expires_at", "user_email", "organization_id",
+                     "organization_name", "slug", "api_version")
 
 # count_not_modified: a request answered 304 Not Modified is taken back from the buckets it was counted
 # in (their limits do not count 304s) and counted in its 304 budget instead, both in the window it was
@@ -54,10 +55,14 @@ def authenticate_and_count(conn, fingerprint, address, window_seconds):
     with conn.cursor() as cur:
         cur.execute(_AUTHENTICATE_AND_COUNT_SQL, {"fingerprint": fingerprint, "address": address,
                                                   "window": window_seconds})
-        rows = cur.fetchall()
+        return authentication(cur.fetchall())
+
+
+def authentication(rows):
+    """The Authentication of the rows of authenticate_and_count (columns of a statement that adds some are left out)."""
     principal = None
     if rows[0]["token_id"] is not None:
-        principal = {column: value for column, value in rows[0].items() if column not in _COUNT_COLUMNS}
+        principal = {column: rows[0][column] for column in PRINCIPAL_COLUMNS}
     policies = {row["bucket"]: row["policy"] for row in rows}
     counts = {row["bucket"]: Count(row["hits"], max(1, row["resets_in"]), row["window_start"]) for row in rows}
     return Authentication(principal, policies, counts)

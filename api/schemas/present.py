@@ -39,3 +39,8 @@ def list_text(bodies, has_more, **members):
     tail = "".join(f",{dumps(name)}:{dumps(value)}" for name, value in members.items())
     return ('{"object":"list","data":[' + ",".join(bodies) + '],"has_more":' + ("true" if has_more else "false")
             + tail + "}")
+
+
+def list_bytes(joined, has_more):
+    """list_text's envelope as bytes, around JSON texts already joined with commas (as stored_list reads them)."""
+    return (b'{"object":"list","data":[', joined, b'],"has_more":true}' if has_more else b'],"has_more":false}')
