@@ -114,7 +114,7 @@ class DatabaseGauges:
         try:
             conn.autocommit = True
             return monitoring.gauges(conn, self.timeout_seconds)
-        except db.Error as error:
+        except (db.DatabaseUnavailable, db.Error) as error:
             broken = isinstance(error, db.DatabaseLost) or bool(conn.closed)
             log.warning("metrics: the gauges' statement failed: %s", " ".join(str(error).split()))
             return None

@@ -8,7 +8,6 @@ import random
 import select
 import time
 
-import psycopg2
 
 from models import db
 
@@ -24,8 +23,9 @@ LISTEN_RETRY_FIRST_SECONDS = 5.0
 LISTEN_RETRY_MAX_SECONDS = 60.0
 
 DatabaseUnavailable = db.DatabaseUnavailable
-# The psycopg2 errors a lost or hung connection raises (models.db.classify tells which they mean).
-_CONNECTION_ERRORS = (psycopg2.OperationalError, psycopg2.InterfaceError)
+# What a lost or hung connection raises: the project's type from a statement (models/cursors.py), the
+# driver's own from the calls models/ does not wrap (a LISTEN connection's poll); classify tells which.
+_CONNECTION_ERRORS = (db.DatabaseUnavailable, db.OperationalError, db.InterfaceError)
 
 
 def connection_lost(error, conn=None):
@@ -56,7 +56,7 @@ class Link:
         """A new autocommit connection; DatabaseUnavailable when none (DatabaseSetupError: a configuration to fix)."""
         try:
             conn = db.connect(self.target)
-        except psycopg2.OperationalError as error:  # refused, unreachable, not answering within the timeout
+        except db.OperationalError as error:  # refused, unreachable, not answering within the timeout
             raise db.unavailable(error) from error
         conn.autocommit = True
         return conn
@@ -78,7 +78,7 @@ class Link:
                     what, *self.kept(), str(error).strip())
         try:
             self.conn.close()
-        except psycopg2.Error:
+        except (db.DatabaseUnavailable, db.Error):
             pass
         wait = RECONNECT_FIRST_SECONDS
         while True:
@@ -137,7 +137,7 @@ class Listener:
             conn.autocommit = True
             with conn.cursor() as cur:
                 cur.execute(f"LISTEN {CHANNEL}")
-        except psycopg2.OperationalError as error:
+        except (db.DatabaseUnavailable, db.OperationalError) as error:
             if db.classify(error) == db.SETUP:
                 log.error("cannot LISTEN, a setup error (new events are found by polling): %s", db.describe(error))
                 self.deaf = True

@@ -7,7 +7,6 @@ Event bodies: data.object rendered once by the API's own serialisers at the orga
 import json
 import logging
 
-import psycopg2
 
 from api import shipment_renderings, versions
 from api.ids import PREFIXES, format_id
@@ -15,7 +14,7 @@ from api.schemas.alerts import MonitoringAlertSchema
 from api.schemas.fields import UtcDateTime
 from api.schemas.present import dumps, present
 from api.schemas.shipments import ShipmentSchema
-from models import alerts, events, shipments
+from models import alerts, db, events, shipments
 from models.webhooks import CHECK_RESULT_KEYS, CHECK_SUMMARY_KEYS
 
 log = logging.getLogger("delivery")
@@ -36,7 +35,7 @@ def render_pending(conn, now, limit=RENDER_BATCH, event_ids=None):
     renderer = Renderer(conn)
     try:
         renderer.prefetch(claimed)
-    except psycopg2.Error:
+    except (db.DatabaseUnavailable, db.Error):
         raise
     except Exception:  # a serialiser bug in one shipment: each event is rendered alone below, and fails alone
         log.exception("cannot render the batch's shipments together; rendering event by event")
@@ -45,7 +44,7 @@ def render_pending(conn, now, limit=RENDER_BATCH, event_ids=None):
     for event in claimed:
         try:
             rendered.append((event.id, *renderer.render(event), None))
-        except psycopg2.Error:
+        except (db.DatabaseUnavailable, db.Error):
             raise  # the database's trouble (a lost connection), not the event's
         except Exception as error:  # recorded as render_failed, listed and retried by the CLI
             # A serialiser bug must not stall every later event, nor drop this one silently.

@@ -11,7 +11,6 @@ import os
 import uuid
 from urllib.parse import parse_qs, urlsplit
 
-import psycopg2
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
 from models import db, endpoint_secrets
@@ -228,7 +227,7 @@ def check_at_start(conn, keys):
     """
     try:
         notice = survey(conn, keys)
-    except psycopg2.Error:
+    except (db.DatabaseUnavailable, db.Error):
         return
     if notice:
         level, line = notice
@@ -256,7 +255,7 @@ def report_for_service(database=None):
     except SecretKeyError as error:
         log.error("%s", error)
         return str(error)
-    except psycopg2.Error:
+    except (db.DatabaseUnavailable, db.Error):
         return None
     try:
         check_at_start(conn, keys)

@@ -37,8 +37,7 @@ _SETUP_MESSAGES = ("unsupported startup parameter", "authentication failed", "no
 _CANCELED = "57014"  # query_canceled: statement_timeout (or an operator's pg_cancel_backend)
 
 
-# Also the driver's OperationalError, which delivery/ catches until it catches these types (being rewritten).
-class DatabaseUnavailable(psycopg2.OperationalError):
+class DatabaseUnavailable(Exception):
     """No connection to the database could be made or kept (refused, unreachable, not answering in time)."""
 
     kind = LOST
