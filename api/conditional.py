@@ -31,11 +31,6 @@ def stored_etag(version, digest, has_more=False):
     return hashlib.blake2b(b"%s\n%s\n%d" % ((version or "").encode(), digest, has_more), digest_size=16).hexdigest()
 
 
-def md5_list_digest(md5s):
-    """The `digest` of stored_etag for renderings whose MD5s (hex, bytes or str) are `md5s`, in the body's order."""
-    return hashlib.md5(b",".join(md5 if isinstance(md5, bytes) else md5.encode() for md5 in md5s)).hexdigest()
-
-
 def row_etag(*values):
     """A strong ETag of a row's validator columns, for a body that is not read to build it (a stored file)."""
     return hashlib.blake2b("\x1f".join(str(value) for value in values).encode(), digest_size=16).hexdigest()

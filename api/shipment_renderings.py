@@ -5,7 +5,6 @@ bodies; no Flask here.
 """
 import hashlib
 
-from api.conditional import md5_list_digest
 from api.schemas.packing_lists import PackingListSchema
 from api.schemas.present import RENDERER, dumps, list_text, present
 from api.schemas.shipments import ShipmentSchema
@@ -15,6 +14,12 @@ from models import db, packing_lists, shipments
 def page(conn, organization_id, version, limit, **filters):
     """[(id, stored JSON or None)] of up to `limit` visible shipments, newest first (models.shipments filters)."""
     return shipments.rendered_page(conn, organization_id, limit, version, RENDERER, **filters)
+
+
+def md5_list_digest(md5s):
+    """The `digest` of api.conditional.stored_etag for renderings whose MD5s (hex, bytes or str) are `md5s`, in
+    the body's order (here, not in api.conditional: the delivery script imports this module, never Flask's views)."""
+    return hashlib.md5(b",".join(md5 if isinstance(md5, bytes) else md5.encode() for md5 in md5s)).hexdigest()
 
 
 def page_bytes(conn, organization_id, version, limit, shown, **filters):

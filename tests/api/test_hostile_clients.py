@@ -4,12 +4,11 @@ Each test runs on the configured worker with text logs and on a threaded worker 
 """
 import json
 import re
-import socket
 
 import pytest
 
 from tests.support.apps import NO_RATE_LIMITS
-from tests.support.processes import gunicorn, wait_for
+from tests.support.processes import exchange, gunicorn, wait_for
 from tests.support.workers import THREADED
 
 # Each starts gunicorn (child processes, seconds each).
@@ -32,16 +31,8 @@ class Served:
 
     def exchange(self, data):
         """Raw bytes in, (status, headers by lowercase name, body) out; read until the server closes."""
-        host, port = self.base.rsplit("/", 1)[1].split(":")
-        with socket.create_connection((host, int(port)), timeout=30) as sock:
-            sock.sendall(data)
-            received = b""
-            while chunk := sock.recv(65536):
-                received += chunk
-        head, _, body = received.partition(b"\r\n\r\n")
-        lines = head.decode("latin-1").split("\r\n")
-        headers = dict(line.split(": ", 1) for line in lines[1:])
-        return int(lines[0].split()[1]), {name.lower(): value for name, value in headers.items()}, body
+        status, headers, body = exchange(self.base, data, seconds=30)
+        return status, {name.lower(): value for name, value in headers.items()}, body
 
     def access_lines(self, request_id):
         """The access log's lines of one request (waited for: gunicorn writes them after the answer)."""

@@ -12,7 +12,7 @@ from serving import JsonErrorWorker, client_error
 from tests.support import ROOT
 from tests.support.apps import NO_RATE_LIMITS
 from tests.support.longest import encode, longest_value
-from tests.support.processes import gunicorn
+from tests.support.processes import exchange, gunicorn
 
 CONF = runpy.run_path(str(ROOT / "gunicorn.conf.py"))
 
@@ -30,20 +30,6 @@ def longest_request_lines(document):
             # The spec lets any path end in `.json`.
             query = "&".join(f"{p['name']}={encode(longest_value(p))}" for p in parameters if p["in"] == "query")
             yield operation["operationId"], f"GET {url}.json{'?' + query if query else ''} HTTP/1.1"
-
-
-def exchange(base, data):
-    """Send raw bytes to the server, read until it closes: (status, headers, body)."""
-    host, port = base.rsplit("/", 1)[1].split(":")
-    with socket.create_connection((host, int(port)), timeout=10) as sock:
-        sock.sendall(data)
-        received = b""
-        while chunk := sock.recv(65536):
-            received += chunk
-    head, _, body = received.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    headers = dict(line.split(": ", 1) for line in lines[1:])
-    return int(lines[0].split()[1]), headers, body
 
 
 def request(line, *headers):

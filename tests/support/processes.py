@@ -18,6 +18,20 @@ def free_port():
         return sock.getsockname()[1]
 
 
+def exchange(base, data, seconds=10):
+    """Send raw bytes to the server at `base` (http://host:port), read until it closes: (status, headers, body)."""
+    host, port = base.rsplit("/", 1)[1].split(":")
+    with socket.create_connection((host, int(port)), timeout=seconds) as sock:
+        sock.sendall(data)
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines[1:])
+    return int(lines[0].split()[1]), headers, body
+
+
 def wait_for(predicate, seconds=20.0):
     """Poll `predicate` until it is true (True) or `seconds` pass (False)."""
     deadline = time.monotonic() + seconds
