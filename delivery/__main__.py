@@ -7,6 +7,7 @@ from config import DEFAULTS, load_config
 from delivery.sender import serve_metrics
 from delivery.secret_key import SecretKeyError, check_at_start
 from delivery.settings import Settings
+from delivery.transport import CaBundleError
 from delivery.worker import DatabaseUnavailable, Dispatcher
 from logs import configure_logging
 from models import db, deadline
@@ -39,6 +40,9 @@ def main(argv=None):
         dispatcher = Dispatcher(settings)
     except DatabaseUnavailable as error:  # refused, unreachable, not answering within the timeout, or setup
         _give_up(error)
+    except CaBundleError as error:  # one line and exit, not a traceback: nothing could be sent with it
+        logging.getLogger("delivery").error("%s", error)
+        raise SystemExit(1) from None
 
     def stop(_signum, _frame):
         dispatcher.stop()

@@ -290,6 +290,10 @@ class _PinnedAdapter(HTTPAdapter):
         return host_params, pool_kwargs
 
 
+class CaBundleError(ValueError):
+    """A CA bundle that cannot be read or holds no PEM certificate: a setting to fix."""
+
+
 class Client:
     """HTTPS requests to the checked address of this thread's attempt (`attempting`), verified against
     every CA of the bundles `ca_files`, with up to `pool_size` kept-alive connections per (address, host).
@@ -299,8 +303,12 @@ class Client:
 
     def __init__(self, ca_files, pool_size):
         context = create_urllib3_context(cert_reqs=ssl.CERT_REQUIRED)
-        for ca_file in ca_files:
-            context.load_verify_locations(cafile=ca_file)  # a bad CA bundle setting fails here, not per attempt
+        for ca_file in ca_files:  # a bad CA bundle setting fails here, once, not per attempt
+            try:
+                context.load_verify_locations(cafile=ca_file)
+            except (OSError, ssl.SSLError) as error:
+                raise CaBundleError(f"cannot load {ca_file} as PEM CA certificates "
+                                    f"(SHIPTRACK_WEBHOOK_CA_BUNDLE): {error}") from None
         self.adapter = _PinnedAdapter(context, pool_connections=POOL_HOSTS, pool_maxsize=pool_size)
 
     def post(self, url, body, headers, timeout):

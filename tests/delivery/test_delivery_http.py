@@ -8,7 +8,7 @@ import pytest
 
 from delivery import signing
 from delivery.sender import send_delivery
-from tests.support.webhooks import claimed_delivery, delivery_settings, resolver
+from tests.support.webhooks import claimed_delivery, delivery_settings, pass_process, resolver
 
 BODY = '{"id":"msg_7","type":"webhook.test"}'
 
@@ -225,3 +225,17 @@ def test_one_lookup_per_attempt_and_the_connection_uses_its_answer(receiver, ca_
         sender.close()
     assert lookups == ["receiver.test"]
     assert outcome.succeeded and outcome.address == "127.0.0.1"
+
+
+def test_a_ca_bundle_that_is_not_one_stops_the_process_in_one_line(database_url, tmp_path):
+    """A SHIPTRACK_WEBHOOK_CA_BUNDLE that holds no certificate: one ERROR line naming the file, exit 1."""
+    bundle = tmp_path / "not-a-bundle.pem"
+    bundle.write_text("this is not a certificate\n")
+    process = pass_process(database_url, str(bundle), "--seconds", "1")
+    output = process.communicate(timeout=60)[0].decode()
+    assert process.returncode == 1, output
+    lines = output.splitlines()
+    assert len(lines) == 1, output
+    level, logger, message = lines[0].split(" ", 4)[2:5]
+    assert (level, logger) == ("ERROR", "delivery")
+    assert message.startswith(f"cannot load {bundle} as PEM CA certificates (SHIPTRACK_WEBHOOK_CA_BUNDLE): "), output
