@@ -33,14 +33,19 @@ def run(*args, env, capture=False):
     return out.stdout.strip() if capture else None
 
 
-def seed(server, env, count, database=BENCH_DB):
-    """Recreate a bench database (env's DATABASE_URL names it) and fill it with `count` demo shipments."""
+def recreate(server, database, template=None):
+    """Drop `database` on `server` (ending its sessions) and create it again, empty or as a copy of `template`."""
     admin = psycopg2.connect(urlunsplit(urlsplit(server)._replace(path="/postgres")))
     admin.autocommit = True
     with admin.cursor() as cur:
         cur.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
-        cur.execute(f'CREATE DATABASE "{database}"')
+        cur.execute(f'CREATE DATABASE "{database}"' + (f' TEMPLATE "{template}"' if template else ""))
     admin.close()
+
+
+def seed(server, env, count, database=BENCH_DB):
+    """Recreate a bench database (env's DATABASE_URL names it) and fill it with `count` demo shipments."""
+    recreate(server, database)
     run("db", "init", env=env)
     started = time.monotonic()
     run("demo", "seed", "--shipments", str(count), env=env)
@@ -58,12 +63,7 @@ def copy_database(server, database, copy):
     For another checkout measured beside this one: two versions of the code keep stored renderings made by
     different code (docs/rendering.md, `renderer`), so on one database each would replace the other's.
     """
-    admin = psycopg2.connect(urlunsplit(urlsplit(server)._replace(path="/postgres")))
-    admin.autocommit = True
-    with admin.cursor() as cur:
-        cur.execute(f'DROP DATABASE IF EXISTS "{copy}" WITH (FORCE)')
-        cur.execute(f'CREATE DATABASE "{copy}" TEMPLATE "{database}"')
-    admin.close()
+    recreate(server, copy, template=database)
     return urlunsplit(urlsplit(server)._replace(path="/" + copy))
 
 
