@@ -21,7 +21,7 @@ class ClaimedDelivery:
 
     @classmethod
     def from_row(cls, row):
-        """The record of one row returned by _CLAIM_DUE_SQL or _CREATE_CLAIMED_SQL (the same columns)."""
+        """The record of one row of start_attempts (schema.sql), which claim_due and create_claimed return."""
         return cls(id=row["id"], event_id=row["event_id"], endpoint_id=row["endpoint_id"], reason=row["reason"],
                    attempt=row["attempt"], max_attempts=row["max_attempts"], lease_token=row["lease_token"],
                    attempt_id=row["attempt_id"], url=row["url"], secret=row["secret"], type=row["type"],
@@ -60,8 +60,8 @@ UPDATE webhook_deliveries d SET next_attempt_at = %(now)s
 
 # claim_due: lock_claimable_endpoints (schema.sql) keeping the locked endpoints in a transaction-local setting,
 # then the claim, in one round trip: up to `cap` in flight per endpoint in all processes, due deliveries leased
-# by pushing next_attempt_at forward (a dead pass's work is due again when the lease ends), each attempt row
-# written `in_flight` and one a dead pass left closed as `interrupted` (the same CTEs as create_claimed).
+# by pushing next_attempt_at forward (a dead pass's work is due again when the lease ends), and their attempts
+# started (start_attempts, schema.sql).
 _CLAIM_DUE_SQL = """
 SELECT set_config('shiptrack.claimable', (SELECT coalesce(string_agg(id::text, ','), '')
                                             FROM lock_claimable_endpoints(%(now)s, %(limit)s, %(space)s) AS id),
@@ -89,28 +89,13 @@ WITH free AS (
   UPDATE webhook_deliveries d
      SET next_attempt_at = %(lease_until)s, lease_token = %(token)s, lease_holder = %(holder)s
    WHERE d.id = ANY (ARRAY(SELECT id FROM picked))  -- by the primary key: a join read the whole table
-  RETURNING d.id, d.event_id, d.endpoint_id, d.reason, d.attempt_count + 1 AS attempt, d.max_attempts,
-            d.lease_token
-), interrupted AS (
-  UPDATE webhook_attempts a SET state = 'interrupted'
-    FROM claimed c
-   WHERE a.delivery_id = c.id AND a.state = 'in_flight'
-), started AS (
-  INSERT INTO webhook_attempts (delivery_id, endpoint_id, event_id, attempt, reason, attempted_at, succeeded, state)
-  SELECT c.id, c.endpoint_id, c.event_id, c.attempt, c.reason, %(now)s, false, 'in_flight' FROM claimed c
-  RETURNING id, delivery_id
+  RETURNING d.*
 )
-SELECT c.id, c.event_id, c.endpoint_id, c.reason, c.attempt, c.max_attempts, c.lease_token,
-       s.id AS attempt_id, e.url, e.secret, ev.type, ev.body
-  FROM claimed c
-  JOIN started s ON s.delivery_id = c.id
-  JOIN events ev ON ev.id = c.event_id
-  JOIN webhook_endpoints e ON e.id = c.endpoint_id
- ORDER BY c.id
+SELECT * FROM start_attempts(ARRAY(SELECT c::webhook_deliveries FROM claimed c), %(now)s)
 """
 
 # create_claimed: a delivery born leased to the caller (test events and resends are sent at once),
-# with its attempt row in flight, like a claim.
+# its attempt started as a claim's is (start_attempts, schema.sql).
 _CREATE_CLAIMED_SQL = """
 WITH claimed AS (
   INSERT INTO webhook_deliveries AS d (event_id, endpoint_id, reason, max_attempts, next_attempt_at, lease_token)
@@ -119,22 +104,9 @@ WITH claimed AS (
      SET reason = EXCLUDED.reason, state = 'pending', attempt_count = 0, max_attempts = EXCLUDED.max_attempts,
          next_attempt_at = EXCLUDED.next_attempt_at, lease_token = EXCLUDED.lease_token, lease_holder = NULL,
          last_status_code = NULL, last_error = NULL, finished_at = NULL
-  RETURNING d.id, d.event_id, d.endpoint_id, d.reason, 1 AS attempt, d.max_attempts, d.lease_token
-), interrupted AS (
-  UPDATE webhook_attempts a SET state = 'interrupted'
-    FROM claimed c
-   WHERE a.delivery_id = c.id AND a.state = 'in_flight'
-), started AS (
-  INSERT INTO webhook_attempts (delivery_id, endpoint_id, event_id, attempt, reason, attempted_at, succeeded, state)
-  SELECT c.id, c.endpoint_id, c.event_id, c.attempt, c.reason, %(now)s, false, 'in_flight' FROM claimed c
-  RETURNING id, delivery_id
+  RETURNING d.*
 )
-SELECT c.*, (SELECT id FROM started) AS attempt_id,
-       (SELECT e.url FROM webhook_endpoints e WHERE e.id = c.endpoint_id) AS url,
-       (SELECT e.secret FROM webhook_endpoints e WHERE e.id = c.endpoint_id) AS secret,
-       (SELECT ev.type FROM events ev WHERE ev.id = c.event_id) AS type,
-       (SELECT ev.body FROM events ev WHERE ev.id = c.event_id) AS body
-  FROM claimed c
+SELECT * FROM start_attempts(ARRAY(SELECT c::webhook_deliveries FROM claimed c), %(now)s)
 """
 
 # finish: every outcome of a turn in one statement.  The delivery update is guarded by the lease we hold

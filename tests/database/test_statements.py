@@ -97,19 +97,6 @@ def words(text):
     return " ".join(text.replace("(\n", "( ").split())
 
 
-def cte(text, name, indent=""):
-    """The body of CTE `name` in a statement, up to the line that closes it (indented by `indent`)."""
-    match = re.search(rf"\b{name} AS \((.*?)\n{indent}\)", text, re.DOTALL)
-    assert match, name
-    return words(match.group(1))
-
-
-def test_the_claims_start_their_attempts_the_same_way():
-    claim, create = webhook_deliveries._CLAIM_DUE_SQL, webhook_deliveries._CREATE_CLAIMED_SQL
-    for name in ("interrupted", "started"):
-        assert cte(claim, name) == cte(create, name)
-
-
 def test_a_document_has_the_same_columns_in_a_list_and_alone():
     def columns(text):
         return words(text.split("FROM documents d")[0].split("FROM shipments s")[0]).split("SELECT ", 1)[1]
