@@ -4,11 +4,24 @@ Shared by the views (GET /shipments, /shipments/{id}, /changes) and the delivery
 bodies; no Flask here.
 """
 import hashlib
+import threading
+
+from cachetools import LRUCache
 
 from api.schemas.packing_lists import PackingListSchema
 from api.schemas.present import RENDERER, dumps, list_text, present
 from api.schemas.shipments import ShipmentSchema
 from models import db, packing_lists, shipments
+
+
+# The shipment renderings this process has read or made, by (shipment id, MD5 of the body): a page whose
+# rows the database names by their stored rendering's MD5 (models.shipments.counted_page) is joined from
+# here, its bodies never read again. Never stale: a changed rendering has another MD5, so it is another
+# key, and nothing has to be forgotten. Bounded in bytes; past the bound the least recently used go (a
+# cachetools cache, not safe for threads: behind a lock, taken once to read a page and once to keep it).
+KEPT_BYTES = 32 * 1024 * 1024
+_kept = LRUCache(maxsize=KEPT_BYTES, getsizeof=len)
+_kept_lock = threading.Lock()
 
 
 def page(conn, organization_id, version, limit, **filters):
@@ -30,27 +43,41 @@ def page_bytes(conn, organization_id, version, limit, shown, **filters):
 
 
 def joined(conn, organization_id, version, rows, shown):
-    """page_bytes of rendered_page_bytes's `rows`, rendering and storing the misses.
+    """page_bytes of `rows` (id, stored JSON as bytes or None, its MD5 or None), reading and rendering what is missing.
 
-    Stored renderings stay the bytes the driver read and are joined once; only those rendered now are
-    encoded. A shipment hidden or deleted between the reads is left out, as a read after it would.
+    A row with an MD5 and no body is taken from the renderings this process keeps, else read (one statement
+    for all of them); a row without either, or whose rendering went meanwhile, is rendered and stored. Stored
+    renderings stay the bytes the driver read and are joined once; only those rendered now are encoded. A
+    shipment hidden or deleted between the reads is left out, as a read after it would.
     """
+    with _kept_lock:
+        kept = {shipment_id: _kept.get((shipment_id, md5)) for shipment_id, body, md5 in rows
+                if body is None and md5 is not None}
+    unread = {shipment_id for shipment_id, body in kept.items() if body is None}
+    read = shipments.stored_bodies(conn, unread, version, RENDERER) if unread else {}
+    rows = [(shipment_id, *read.get(shipment_id, (None, None))) if shipment_id in unread
+            else (shipment_id, kept.get(shipment_id, body), md5) for shipment_id, body, md5 in rows]
     made = {}
     if any(body is None for _shipment_id, body, _md5 in rows):
         with db.one_snapshot(conn):
             made = render_missing(conn, organization_id, version, [(shipment_id, body) for shipment_id, body, _md5
                                                                    in rows])
         store(conn, version, made)
-    bodies, md5s = [], []
+    found = []
     for shipment_id, body, md5 in rows:
         if body is None:
             if shipment_id not in made:
                 continue
             body = made[shipment_id][1].encode()
-            md5 = hashlib.md5(body).hexdigest()
-        bodies.append(body)
-        md5s.append(md5)
-    return b",".join(bodies[:shown]), md5_list_digest(md5s[:shown]), len(bodies)
+            md5 = hashlib.md5(body).hexdigest().encode()
+        found.append((shipment_id, body, md5))
+    with _kept_lock:
+        for shipment_id, body, md5 in found:
+            if kept.get(shipment_id) is None:
+                _kept[shipment_id, md5] = body
+    shown_rows = found[:shown]
+    return (b",".join(body for _id, body, _md5 in shown_rows),
+            md5_list_digest(md5 for _id, _body, md5 in shown_rows), len(found))
 
 
 def render_missing(conn, organization_id, version, rows):

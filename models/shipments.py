@@ -29,15 +29,15 @@ SELECT p.id, r.body, r.body_md5
  ORDER BY p.id DESC
 """
 
-# counted_page: the request's page and its token check and count, one statement (docs/serving.md): the rows
-# of RENDERED_PAGE_SQL for the token's organization and version (the one asked for, else the organization's
-# pin; no rows without a valid token or a known version), the count's columns NULL, then the rows of
-# authenticate_and_count (one per bucket), each with that version (page_version). The page comes first and
-# the count last, so the count's row locks are held only from the count to the commit right after it, not
-# while the page is read and sent: requests of one token or one address wait for each other only that long.
-# `part` and `position` order the rows (sorted by the caller: an ORDER BY here would copy every body once
-# more and move the count before the page). Rows, not one text joined here: the driver takes a hundred
-# values of 2 KB about four times faster than one of 200 KB.
+# counted_page: the request's page and its token check and count, one statement (docs/serving.md): the ids of
+# the page of RENDERED_PAGE_SQL for the token's organization and version (the one asked for, else the
+# organization's pin; no rows without a valid token or a known version), each with the MD5 of its current
+# stored rendering (NULL: none), not the rendering itself (the process keeps the renderings it has read:
+# api/shipment_renderings.py), the count's columns NULL, then the rows of authenticate_and_count (one per
+# bucket), each with that version (page_version). The page comes first and the count last, so the count's row
+# locks are held only from the count to the commit right after it, not while the page is read and sent:
+# requests of one token or one address wait for each other only that long. `part` and `position` order the
+# rows (sorted by the caller: an ORDER BY here would move the count before the page).
 COUNTED_PAGE_SQL = """
 WITH asker AS (
   SELECT o.organization_id, coalesce(%(requested_version)s, o.api_version) AS api_version
@@ -48,7 +48,7 @@ SELECT NULL::text AS bucket, NULL::text AS policy, NULL::integer AS hits, NULL::
        NULL::integer AS resets_in, NULL::bigint AS token_id, NULL::text AS token_name, NULL::text[] AS scopes,
        NULL::timestamptz AS expires_at, NULL::text AS user_email, NULL::bigint AS organization_id,
        NULL::text AS organization_name, NULL::text AS slug, NULL::text AS api_version, NULL::text AS page_version,
-       p.id, r.body, r.body_md5, 1 AS part, row_number() OVER (ORDER BY p.id DESC) AS position
+       p.id, r.body_md5, 1 AS part, row_number() OVER (ORDER BY p.id DESC) AS position
   FROM asker a
  CROSS JOIN LATERAL shipment_page(
        organization_id => a.organization_id, page_size => %(limit)s,
@@ -60,13 +60,13 @@ SELECT NULL::text AS bucket, NULL::text AS policy, NULL::integer AS hits, NULL::
   -- LATERAL with LIMIT (never flattened into a join): each rendering found by its key; a join would read
   -- every rendering of the version, which is known only once the token is.
   LEFT JOIN LATERAL (
-    SELECT r.body, r.body_md5 FROM shipment_renderings r
+    SELECT r.body_md5 FROM shipment_renderings r
      WHERE r.shipment_id = p.id AND r.resource = 'shipment' AND r.api_version = a.api_version
        AND r.renderer = %(renderer)s AND r.revision = p.revision LIMIT 1) r ON true
 UNION ALL
 SELECT c.bucket, c.policy, c.hits, c.window_start, c.resets_in, c.token_id, c.token_name, c.scopes, c.expires_at,
        c.user_email, c.organization_id, c.organization_name, c.slug, c.api_version,
-       (SELECT a.api_version FROM asker a), NULL, NULL, NULL, 0, c.ordinality
+       (SELECT a.api_version FROM asker a), NULL, NULL, 0, c.ordinality
   FROM authenticate_and_count(%(fingerprint)s, %(address)s, %(window)s) WITH ORDINALITY c
 """
 
@@ -91,6 +91,14 @@ SELECT p.id, p.reference, p.erp_reference, p.transport_reference, p.transport_re
   FROM shipment_page(organization_id => %(organization_id)s, page_size => %(limit)s,
                      shipment_id => %(shipment_id)s::bigint, shipment_ids => %(shipment_ids)s::bigint[]) p
  ORDER BY p.id DESC
+"""
+
+# stored_bodies: the current stored renderings of shipments a page named by their MD5 (counted_page), for
+# those the process does not keep; one replaced meanwhile comes as it is now (a newer revision).
+STORED_BODIES_SQL = """
+SELECT r.shipment_id, r.body, r.body_md5 FROM shipment_renderings r
+ WHERE r.shipment_id = ANY (%(ids)s::bigint[]) AND r.resource = 'shipment' AND r.api_version = %(api_version)s
+   AND r.renderer = %(renderer)s
 """
 
 # Store renderings made on a miss (of a shipment, or of its packing lists: `resource`); a newer revision
@@ -192,8 +200,8 @@ def _rendered_rows(conn, organization_id, limit, api_version, renderer, as_bytes
 
 def counted_page(conn, fingerprint, address, window_seconds, requested_version, limit, renderer, **filters):
     """(Authentication, page version or None, page rows) of one statement: the request's count
-    (models.rate_limits) and, when a version is known, rendered_page_bytes's rows for it. `filters` are
-    rendered_page's but q."""
+    (models.rate_limits) and, when a version is known, the page's rows for it as (id, None, MD5 of its current
+    stored rendering or None), as bytes. `filters` are rendered_page's but q."""
     params = {name: None for name in FILTERS if name != "q"}
     params.update(filters)
     params.update(fingerprint=fingerprint, address=address, window=window_seconds,
@@ -204,11 +212,19 @@ def counted_page(conn, fingerprint, address, window_seconds, requested_version, 
         rows = cur.fetchall()
     rows.sort(key=lambda row: (row["part"], row["position"]))
     counts = [row for row in rows if row["part"] == 0]
-    page = [(row["id"], row["body"], row["body_md5"]) for row in rows if row["part"] == 1]
+    page = [(row["id"], None, row["body_md5"]) for row in rows if row["part"] == 1]
     # The count's and principal's few text columns come as bytes too on this cursor.
     counts = [{column: value.decode() if type(value) is bytes else value for column, value in row.items()}
               for row in counts]
     return rate_limits.authentication(counts), counts[0]["page_version"], page
+
+
+def stored_bodies(conn, ids, api_version, renderer):
+    """{id: (stored JSON, its MD5)} of the shipments `ids` that have a current stored rendering, as bytes."""
+    with conn.cursor() as cur:
+        psycopg2.extensions.register_type(psycopg2.extensions.BYTES, cur)
+        cur.execute(STORED_BODIES_SQL, {"ids": list(ids), "api_version": api_version, "renderer": renderer})
+        return {row["shipment_id"]: (row["body"], row["body_md5"]) for row in cur.fetchall()}
 
 
 def store_renderings(conn, api_version, renderer, renderings, resource="shipment"):
