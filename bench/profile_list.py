@@ -5,7 +5,8 @@
 
 Serves the bench database of bench/api.py (a copy of it with --code, whose stored renderings are that
 checkout's own) from the checkout under gunicorn with 2 workers, loads it with wrk (4 connections), and
-samples one worker with py-spy (`--idle`: a thread waiting for PostgreSQL counts) for `--seconds`. Each
+samples one worker with py-spy (`--idle`: a thread waiting for PostgreSQL counts; `--cpu`: only threads on
+a CPU) for `--seconds`. Each
 sample of a thread serving a request is put in the first bucket whose frame it holds (a thread waiting for
 work, or the worker's main loop waiting for connections, is left out); the table gives each bucket's
 share of the samples of requests. Needs py-spy (`.venv/bin/pip install py-spy`) and root or ptrace rights.
@@ -58,6 +59,7 @@ def main():
     parser.add_argument("--database", default=BENCH_DB)
     parser.add_argument("--port", type=int, default=18791)
     parser.add_argument("--rate", type=int, default=250, help="py-spy samples per second")
+    parser.add_argument("--cpu", action="store_true", help="only samples of threads on a CPU (py-spy without --idle)")
     args = parser.parse_args()
 
     url, server = bench_url(args.database)
@@ -76,7 +78,8 @@ def main():
         load = subprocess.Popen(wrk, stdout=subprocess.PIPE, text=True)
         time.sleep(3)
         worker = int(Path(f"/proc/{service.pid}/task/{service.pid}/children").read_text().split()[0])
-        subprocess.run([str(Path(sys.executable).parent / "py-spy"), "record", "--idle", "--format", "raw",
+        subprocess.run([str(Path(sys.executable).parent / "py-spy"), "record", *([] if args.cpu else ["--idle"]),
+                        "--format", "raw",
                         "--rate", str(args.rate), "--duration", f"{args.seconds:g}", "--pid", str(worker),
                         "--output", str(raw), "--nonblocking"], check=True, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL)
