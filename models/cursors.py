@@ -48,14 +48,20 @@ class Cursor(psycopg2.extensions.cursor):
             rows = super().fetchmany(self.arraysize if size is None else size)
         except psycopg2.Error as error:
             _raise_translated(error, self.connection)
-        return [dict(zip(self._columns(), row)) for row in rows] if rows else rows
+        return self._dicts(rows)
 
     def fetchall(self):
         try:
             rows = super().fetchall()
         except psycopg2.Error as error:
             _raise_translated(error, self.connection)
-        return [dict(zip(self._columns(), row)) for row in rows] if rows else rows
+        return self._dicts(rows)
+
+    def _dicts(self, rows):
+        if not rows:
+            return rows
+        columns = self._columns()    # once per fetch, not once per row
+        return [dict(zip(columns, row)) for row in rows]
 
     def __iter__(self):
         while (row := self.fetchone()) is not None:

@@ -37,7 +37,8 @@ SELECT p.id, r.body, r.body_md5
 # bucket), each with that version (page_version). The page comes first and the count last, so the count's row
 # locks are held only from the count to the commit right after it, not while the page is read and sent:
 # requests of one token or one address wait for each other only that long. `part` and `position` order the
-# rows (sorted by the caller: an ORDER BY here would move the count before the page).
+# rows (sorted by the caller: an ORDER BY here would move the count before the page; a page row's position is
+# its id negated, newest first, with no window function to sort the rows in the statement).
 COUNTED_PAGE_SQL = """
 WITH asker AS (
   SELECT o.organization_id, coalesce(%(requested_version)s, o.api_version) AS api_version
@@ -48,7 +49,7 @@ SELECT NULL::text AS bucket, NULL::text AS policy, NULL::integer AS hits, NULL::
        NULL::integer AS resets_in, NULL::bigint AS token_id, NULL::text AS token_name, NULL::text[] AS scopes,
        NULL::timestamptz AS expires_at, NULL::text AS user_email, NULL::bigint AS organization_id,
        NULL::text AS organization_name, NULL::text AS slug, NULL::text AS api_version, NULL::text AS page_version,
-       p.id, r.body_md5, 1 AS part, row_number() OVER (ORDER BY p.id DESC) AS position
+       p.id, r.body_md5, 1 AS part, -p.id AS position
   FROM asker a
  CROSS JOIN LATERAL shipment_page(
        organization_id => a.organization_id, page_size => %(limit)s,
