@@ -43,10 +43,23 @@ def running(pid):
 
 
 def assert_nothing_left(run, pids, status, signum):
-    assert status == 128 + signum, "\n".join(run.lines[-30:])
+    assert status == 128 + signum, "\n".join([*run.lines[-30:], "still running 10 s after the signal:",
+                                              *still_running(pids)])
     assert [pid for pid in pids if running(pid)] == [], "\n".join(run.lines[-30:])
     assert port_free(run.port) and port_free(run.receiver_port)
     assert not (run.checkout / ".data" / "pg" / "postmaster.pid").exists()
+
+
+def still_running(pids):
+    """The command lines of the processes of `pids` that have not exited, to say which one held a stop up."""
+    found = []
+    for pid in pids:
+        try:
+            if running(pid):
+                found.append(f"{pid} {' '.join(psutil.Process(pid).cmdline())}")
+        except psutil.NoSuchProcess:
+            pass
+    return found
 
 
 @pytest.fixture(scope="module")
