@@ -52,8 +52,14 @@ class DemoRun:
         env = demo_environment()
         env.update(PORT=str(self.port), DEMO_RECEIVER_PORT=str(self.receiver_port), DEMO_SIMULATE_EVERY="1",
                    WEB_CONCURRENCY="1")
-        self.process = subprocess.Popen([sys.executable, "dev.py", "demo"], cwd=checkout, env=env, text=True,
-                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        # SIGHUP as a terminal leaves it, even when the suite runs under nohup (which makes it ignored, and an
+        # ignored signal stays ignored across exec): dev.py keeps running under nohup on purpose.
+        ignored = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        try:
+            self.process = subprocess.Popen([sys.executable, "dev.py", "demo"], cwd=checkout, env=env, text=True,
+                                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        finally:
+            signal.signal(signal.SIGHUP, ignored)
         self.lines = []
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
