@@ -5,7 +5,7 @@ from api import shipment_renderings
 from api.apidoc import get_route
 from api.conditional import stored_etag
 from api.context import get_conn, principal, version
-from api.responses import missing, path_id, stored
+from api.responses import missing, path_id, stored_bytes
 from api.schemas.common import list_schema
 from api.schemas.packing_lists import PackingListSchema
 
@@ -24,6 +24,5 @@ def list_shipment_packing_lists(shipment_id):
     if found is None:
         raise missing("shipment", shipment_id)
     body, md5 = found
-    response = stored(body)
-    response.set_etag(stored_etag(version(), md5))    # of the stored MD5, not of the body (docs/serving.md)
-    return response
+    # The ETag of the stored MD5, not of the body (docs/serving.md).
+    return stored_bytes(stored_etag(version(), md5), body.encode())
