@@ -14,11 +14,12 @@ from api.schemas.shipments import ShipmentSchema
 from models import db, packing_lists, shipments
 
 
-# The shipment renderings this process has read or made, by (shipment id, MD5 of the body): a page whose
-# rows the database names by their stored rendering's MD5 (models.shipments.counted_page) is joined from
-# here, its bodies never read again. Never stale: a changed rendering has another MD5, so it is another
-# key, and nothing has to be forgotten. Bounded in bytes; past the bound the least recently used go (a
-# cachetools cache, not safe for threads: behind a lock, taken once to read a page and once to keep it).
+# The shipment renderings this process has read by their MD5 or made, by (shipment id, MD5 of the body): a
+# page whose rows the database names by their stored rendering's MD5 (models.shipments.counted_page) is
+# joined from here, its bodies never read again. Never stale: a changed rendering has another MD5, so it is
+# another key, and nothing has to be forgotten. Bounded in bytes; past the bound the least recently used go
+# (a cachetools cache, not safe for threads: behind a lock, taken once to read a page, and once more to keep
+# what was missing).
 KEPT_BYTES = 32 * 1024 * 1024
 _kept = LRUCache(maxsize=KEPT_BYTES, getsizeof=len)
 _kept_lock = threading.Lock()
@@ -30,9 +31,9 @@ def page(conn, organization_id, version, limit, **filters):
 
 
 def md5_list_digest(md5s):
-    """The `digest` of api.conditional.stored_etag for renderings whose MD5s (hex, bytes or str) are `md5s`, in
-    the body's order (here, not in api.conditional: the delivery script imports this module, never Flask's views)."""
-    return hashlib.md5(b",".join(md5 if isinstance(md5, bytes) else md5.encode() for md5 in md5s)).hexdigest()
+    """The `digest` of api.conditional.stored_etag for renderings whose MD5s (hex) are `md5s`, in the body's
+    order (here, not in api.conditional: the delivery script imports this module, never Flask's views)."""
+    return hashlib.md5(",".join(md5s).encode()).hexdigest()
 
 
 def page_bytes(conn, organization_id, version, limit, shown, **filters):
@@ -45,18 +46,27 @@ def page_bytes(conn, organization_id, version, limit, shown, **filters):
 def joined(conn, organization_id, version, rows, shown):
     """page_bytes of `rows` (id, stored JSON as bytes or None, its MD5 or None), reading and rendering what is missing.
 
-    A row with an MD5 and no body is taken from the renderings this process keeps, else read (one statement
-    for all of them); a row without either, or whose rendering went meanwhile, is rendered and stored. Stored
-    renderings stay the bytes the driver read and are joined once; only those rendered now are encoded. A
-    shipment hidden or deleted between the reads is left out, as a read after it would.
+    A row with an MD5 and no body is taken from the renderings this process keeps; when one is not kept, or a
+    row has neither (no current rendering), `completed` reads and renders what is missing. Stored renderings
+    stay the bytes the driver read and are joined once; only those rendered now are encoded.
     """
     with _kept_lock:
-        kept = {shipment_id: _kept.get((shipment_id, md5)) for shipment_id, body, md5 in rows
-                if body is None and md5 is not None}
-    unread = {shipment_id for shipment_id, body in kept.items() if body is None}
+        bodies = [body if body is not None or md5 is None else _kept.get((shipment_id, md5))
+                  for shipment_id, body, md5 in rows]
+    if None in bodies:
+        rows = completed(conn, organization_id, version, rows, bodies)
+        bodies = [body for _id, body, _md5 in rows]
+    return b",".join(bodies[:shown]), md5_list_digest([md5 for _id, _body, md5 in rows[:shown]]), len(rows)
+
+
+def completed(conn, organization_id, version, rows, bodies):
+    """`rows` with the `bodies` found kept, each missing one read (one statement for all of them) or, without a
+    current rendering (or one that went meanwhile), rendered and stored; all of them kept. A shipment hidden or
+    deleted between the reads is left out, as a read after it would."""
+    unread = [shipment_id for (shipment_id, _body, md5), body in zip(rows, bodies) if body is None and md5 is not None]
     read = shipments.stored_bodies(conn, unread, version, RENDERER) if unread else {}
-    rows = [(shipment_id, *read.get(shipment_id, (None, None))) if shipment_id in unread
-            else (shipment_id, kept.get(shipment_id, body), md5) for shipment_id, body, md5 in rows]
+    rows = [(shipment_id, *read.get(shipment_id, (None, None))) if body is None
+            else (shipment_id, body, md5) for (shipment_id, _body, md5), body in zip(rows, bodies)]
     made = {}
     if any(body is None for _shipment_id, body, _md5 in rows):
         with db.one_snapshot(conn):
@@ -69,15 +79,12 @@ def joined(conn, organization_id, version, rows, shown):
             if shipment_id not in made:
                 continue
             body = made[shipment_id][1].encode()
-            md5 = hashlib.md5(body).hexdigest().encode()
+            md5 = hashlib.md5(body).hexdigest()
         found.append((shipment_id, body, md5))
     with _kept_lock:
         for shipment_id, body, md5 in found:
-            if kept.get(shipment_id) is None:
-                _kept[shipment_id, md5] = body
-    shown_rows = found[:shown]
-    return (b",".join(body for _id, body, _md5 in shown_rows),
-            md5_list_digest(md5 for _id, _body, md5 in shown_rows), len(found))
+            _kept[shipment_id, md5] = body
+    return found
 
 
 def render_missing(conn, organization_id, version, rows):

@@ -29,46 +29,14 @@ SELECT p.id, r.body, r.body_md5
  ORDER BY p.id DESC
 """
 
-# counted_page: the request's page and its token check and count, one statement (docs/serving.md): the ids of
-# the page of RENDERED_PAGE_SQL for the token's organization and version (the one asked for, else the
-# organization's pin; no rows without a valid token or a known version), each with the MD5 of its current
-# stored rendering (NULL: none), not the rendering itself (the process keeps the renderings it has read:
-# api/shipment_renderings.py), the count's columns NULL, then the rows of authenticate_and_count (one per
-# bucket), each with that version (page_version). The page comes first and the count last, so the count's row
-# locks are held only from the count to the commit right after it, not while the page is read and sent:
-# requests of one token or one address wait for each other only that long. `part` and `position` order the
-# rows (sorted by the caller: an ORDER BY here would move the count before the page; a page row's position is
-# its id negated, newest first, with no window function to sort the rows in the statement).
+# counted_page: the request's page and its token check and count, one call (schema.sql counted_shipment_page):
+# a row per bucket of the count, each with the page's version and the page as ids and the MD5s of their current
+# stored renderings (not the renderings: the process keeps those it has read, api/shipment_renderings.py).
 COUNTED_PAGE_SQL = """
-WITH asker AS (
-  SELECT o.organization_id, coalesce(%(requested_version)s, o.api_version) AS api_version
-    FROM token_organization(%(fingerprint)s) o
-   WHERE coalesce(%(requested_version)s, o.api_version) IS NOT NULL
-)
-SELECT NULL::text AS bucket, NULL::text AS policy, NULL::integer AS hits, NULL::timestamptz AS window_start,
-       NULL::integer AS resets_in, NULL::bigint AS token_id, NULL::text AS token_name, NULL::text[] AS scopes,
-       NULL::timestamptz AS expires_at, NULL::text AS user_email, NULL::bigint AS organization_id,
-       NULL::text AS organization_name, NULL::text AS slug, NULL::text AS api_version, NULL::text AS page_version,
-       p.id, r.body_md5, 1 AS part, -p.id AS position
-  FROM asker a
- CROSS JOIN LATERAL shipment_page(
-       organization_id => a.organization_id, page_size => %(limit)s,
-       shipment_id => %(shipment_id)s::bigint, shipment_ids => %(shipment_ids)s::bigint[],
-       archived => %(archived)s::boolean, statuses => %(statuses)s::text[],
-       created_after => %(created_after)s::timestamptz, created_before => %(created_before)s::timestamptz,
-       eta_after => %(eta_after)s::timestamptz, eta_before => %(eta_before)s::timestamptz,
-       starting_after => %(starting_after)s::bigint, label_ids => %(label_ids)s::bigint[]) p
-  -- LATERAL with LIMIT (never flattened into a join): each rendering found by its key; a join would read
-  -- every rendering of the version, which is known only once the token is.
-  LEFT JOIN LATERAL (
-    SELECT r.body_md5 FROM shipment_renderings r
-     WHERE r.shipment_id = p.id AND r.resource = 'shipment' AND r.api_version = a.api_version
-       AND r.renderer = %(renderer)s AND r.revision = p.revision LIMIT 1) r ON true
-UNION ALL
-SELECT c.bucket, c.policy, c.hits, c.window_start, c.resets_in, c.token_id, c.token_name, c.scopes, c.expires_at,
-       c.user_email, c.organization_id, c.organization_name, c.slug, c.api_version,
-       (SELECT a.api_version FROM asker a), NULL, NULL, 0, c.ordinality
-  FROM authenticate_and_count(%(fingerprint)s, %(address)s, %(window)s) WITH ORDINALITY c
+SELECT * FROM counted_shipment_page(
+  %(fingerprint)s, %(address)s, %(window)s, %(requested_version)s, %(renderer)s, %(limit)s,
+  %(shipment_id)s, %(shipment_ids)s, %(archived)s, %(statuses)s, %(created_after)s, %(created_before)s,
+  %(eta_after)s, %(eta_before)s, %(starting_after)s, %(label_ids)s)
 """
 
 # list_shipments: visible shipments read whole (the page's misses, or one shipment), newest first. The
@@ -182,7 +150,7 @@ def rendered_page(conn, organization_id, limit, api_version, renderer, **filters
 
 
 def rendered_page_bytes(conn, organization_id, limit, api_version, renderer, **filters):
-    """rendered_page's rows as (id, stored JSON or None, its MD5 or None), the texts as the driver's bytes."""
+    """rendered_page's rows as (id, stored JSON or None, its MD5 or None), the JSON as the driver's bytes."""
     return _rendered_rows(conn, organization_id, limit, api_version, renderer, True, filters)
 
 
@@ -196,36 +164,36 @@ def _rendered_rows(conn, organization_id, limit, api_version, renderer, as_bytes
         if as_bytes:   # text columns as the bytes the driver received, never decoded: they are sent as they are
             psycopg2.extensions.register_type(psycopg2.extensions.BYTES, cur)
         cur.execute(RENDERED_PAGE_SQL, params)
-        return [(row["id"], row["body"], row["body_md5"]) for row in cur.fetchall()]
+        return [(row["id"], row["body"], _text(row["body_md5"])) for row in cur.fetchall()]
 
 
 def counted_page(conn, fingerprint, address, window_seconds, requested_version, limit, renderer, **filters):
     """(Authentication, page version or None, page rows) of one statement: the request's count
     (models.rate_limits) and, when a version is known, the page's rows for it as (id, None, MD5 of its current
-    stored rendering or None), as bytes. `filters` are rendered_page's but q."""
+    stored rendering or None). `filters` are rendered_page's but q."""
     params = {name: None for name in FILTERS if name != "q"}
     params.update(filters)
     params.update(fingerprint=fingerprint, address=address, window=window_seconds,
                   requested_version=requested_version, limit=limit, renderer=renderer)
     with conn.cursor() as cur:
-        psycopg2.extensions.register_type(psycopg2.extensions.BYTES, cur)
         cur.execute(COUNTED_PAGE_SQL, params)
-        rows = cur.fetchall()
-    rows.sort(key=lambda row: (row["part"], row["position"]))
-    counts = [row for row in rows if row["part"] == 0]
-    page = [(row["id"], None, row["body_md5"]) for row in rows if row["part"] == 1]
-    # The count's and principal's few text columns come as bytes too on this cursor.
-    counts = [{column: value.decode() if type(value) is bytes else value for column, value in row.items()}
-              for row in counts]
-    return rate_limits.authentication(counts), counts[0]["page_version"], page
+        counts = cur.fetchall()
+    first = counts[0]
+    page = [(shipment_id, None, md5) for shipment_id, md5 in zip(first["page_ids"] or (), first["page_md5s"] or ())]
+    return rate_limits.authentication(counts), first["page_version"], page
 
 
 def stored_bodies(conn, ids, api_version, renderer):
-    """{id: (stored JSON, its MD5)} of the shipments `ids` that have a current stored rendering, as bytes."""
+    """{id: (stored JSON as bytes, its MD5)} of the shipments `ids` that have a current stored rendering."""
     with conn.cursor() as cur:
         psycopg2.extensions.register_type(psycopg2.extensions.BYTES, cur)
         cur.execute(STORED_BODIES_SQL, {"ids": list(ids), "api_version": api_version, "renderer": renderer})
-        return {row["shipment_id"]: (row["body"], row["body_md5"]) for row in cur.fetchall()}
+        return {row["shipment_id"]: (row["body"], row["body_md5"].decode()) for row in cur.fetchall()}
+
+
+def _text(value):
+    """A text column read as bytes, as text (None stays None)."""
+    return value.decode() if type(value) is bytes else value
 
 
 def store_renderings(conn, api_version, renderer, renderings, resource="shipment"):
