@@ -6,8 +6,6 @@ bodies; no Flask here.
 import hashlib
 import threading
 
-from cachetools import LRUCache
-
 from api.schemas.packing_lists import PackingListSchema
 from api.schemas.present import RENDERER, dumps, list_text, present
 from api.schemas.shipments import ShipmentSchema
@@ -17,12 +15,25 @@ from models import db, packing_lists, shipments
 # The shipment renderings this process has read by their MD5 or made, by (shipment id, MD5 of the body): a
 # page whose rows the database names by their stored rendering's MD5 (models.shipments.counted_page) is
 # joined from here, its bodies never read again. Never stale: a changed rendering has another MD5, so it is
-# another key, and nothing has to be forgotten. Bounded in bytes; past the bound the least recently used go
-# (a cachetools cache, not safe for threads: behind a lock, taken once to read a page, and once more to keep
-# what was missing).
+# another key, and nothing has to be forgotten. Bounded in bytes: past KEPT_BYTES the oldest kept go first.
+# A plain dict: a page is read with one dict.get per shipment and no lock (each get is atomic beside a
+# writer); keep() takes the lock to add and drop.
 KEPT_BYTES = 32 * 1024 * 1024
-_kept = LRUCache(maxsize=KEPT_BYTES, getsizeof=len)
+_kept = {}
+_kept_bytes = 0
 _kept_lock = threading.Lock()
+
+
+def keep(renderings):
+    """Keep (shipment id, JSON as bytes, its MD5) renderings; past KEPT_BYTES the oldest kept are dropped."""
+    global _kept_bytes
+    with _kept_lock:
+        for shipment_id, body, md5 in renderings:
+            if (shipment_id, md5) not in _kept:
+                _kept[shipment_id, md5] = body
+                _kept_bytes += len(body)
+        while _kept_bytes > KEPT_BYTES:
+            _kept_bytes -= len(_kept.pop(next(iter(_kept))))
 
 
 def page(conn, organization_id, version, limit, **filters):
@@ -50,9 +61,9 @@ def joined(conn, organization_id, version, rows, shown):
     row has neither (no current rendering), `completed` reads and renders what is missing. Stored renderings
     stay the bytes the driver read and are joined once; only those rendered now are encoded.
     """
-    with _kept_lock:
-        bodies = [body if body is not None or md5 is None else _kept.get((shipment_id, md5))
-                  for shipment_id, body, md5 in rows]
+    kept = _kept
+    bodies = [body if body is not None or md5 is None else kept.get((shipment_id, md5))
+              for shipment_id, body, md5 in rows]
     if None in bodies:
         rows = completed(conn, organization_id, version, rows, bodies)
         bodies = [body for _id, body, _md5 in rows]
@@ -81,9 +92,7 @@ def completed(conn, organization_id, version, rows, bodies):
             body = made[shipment_id][1].encode()
             md5 = hashlib.md5(body).hexdigest()
         found.append((shipment_id, body, md5))
-    with _kept_lock:
-        for shipment_id, body, md5 in found:
-            _kept[shipment_id, md5] = body
+    keep(found)
     return found
 
 

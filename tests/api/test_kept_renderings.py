@@ -1,6 +1,5 @@
 """Renderings a worker keeps: a page named by its stored MD5s is joined from memory, never stale, in one statement."""
 import pytest
-from cachetools import LRUCache
 
 from api import shipment_renderings
 from tests.support.counting import statement_counts
@@ -15,9 +14,16 @@ def sql(conn, statement, *args):
 @pytest.fixture
 def kept(monkeypatch):
     """A store of its own for the test (the module's is shared by every test of the process)."""
-    store = LRUCache(maxsize=shipment_renderings.KEPT_BYTES, getsizeof=len)
+    store = {}
     monkeypatch.setattr(shipment_renderings, "_kept", store)
+    monkeypatch.setattr(shipment_renderings, "_kept_bytes", 0)
     return store
+
+
+def forget(kept):
+    """What a new worker keeps: nothing."""
+    kept.clear()
+    shipment_renderings._kept_bytes = 0     # the fixture `kept` puts the module's count back after the test
 
 
 @pytest.fixture
@@ -43,7 +49,7 @@ def test_a_worker_reads_each_rendering_once_then_serves_it_from_memory(app, clie
     made, statements = get(app, client, token, "/shipments")
     assert statements == 5          # the count and page; the shipments, containers and labels; the store
     assert len(kept) == 3
-    kept.clear()                    # another worker: the renderings are stored, not kept
+    forget(kept)                    # another worker: the renderings are stored, not kept
     read, statements = get(app, client, token, "/shipments")
     assert (statements, read.get_data(), read.headers["ETag"]) == (2, made.get_data(), made.headers["ETag"])
     again, statements = get(app, client, token, "/shipments")
@@ -66,22 +72,23 @@ def test_a_rendering_changed_behind_the_api_is_served_as_stored_now(conn, app, c
     assert changed.json["data"][0]["notes"] == "changed"
 
 
-def test_a_store_smaller_than_a_page_serves_the_same_bytes(app, client, acme, monkeypatch):
+def test_a_store_smaller_than_a_page_serves_the_same_bytes(app, client, acme, kept, monkeypatch):
     token, _shipments = acme
     full, _ = get(app, client, token, "/shipments")
-    small = LRUCache(maxsize=len(full.get_data()) // 3, getsizeof=len)   # holds one rendering, not three
-    monkeypatch.setattr(shipment_renderings, "_kept", small)
+    monkeypatch.setattr(shipment_renderings, "KEPT_BYTES", len(full.get_data()) // 3)   # one rendering, not three
+    forget(kept)
     for _ in range(3):
         response, statements = get(app, client, token, "/shipments")
         assert (statements, response.get_data(), response.headers["ETag"]) == (2, full.get_data(),
                                                                               full.headers["ETag"])
-        assert len(small) == 1
+        assert len(kept) == 1
+        assert shipment_renderings._kept_bytes == len(next(iter(kept.values())))
 
 
 def test_a_shipment_gone_between_the_page_and_its_rendering_is_left_out(conn, app, client, acme, kept, monkeypatch):
     token, shipments = acme
     get(app, client, token, "/shipments")
-    kept.clear()
+    forget(kept)
     real = shipment_renderings.shipments.stored_bodies
 
     def deleted_meanwhile(conn_, ids, api_version, renderer):
@@ -90,3 +97,14 @@ def test_a_shipment_gone_between_the_page_and_its_rendering_is_left_out(conn, ap
     monkeypatch.setattr(shipment_renderings.shipments, "stored_bodies", deleted_meanwhile)
     response, _ = get(app, client, token, "/shipments")
     assert [item["reference"] for item in response.json["data"]] == ["R-2", "R-1"]
+
+
+def test_past_the_bound_the_oldest_kept_go_first(kept, monkeypatch):
+    monkeypatch.setattr(shipment_renderings, "KEPT_BYTES", 10)
+    shipment_renderings.keep([(1, b"aaaa", "m1"), (2, b"bbbb", "m2")])
+    shipment_renderings.keep([(2, b"bbbb", "m2")])                   # kept already: counted once
+    assert (list(kept), shipment_renderings._kept_bytes) == ([(1, "m1"), (2, "m2")], 8)
+    shipment_renderings.keep([(3, b"cccc", "m3")])
+    assert (list(kept), shipment_renderings._kept_bytes) == ([(2, "m2"), (3, "m3")], 8)
+    shipment_renderings.keep([(4, b"d" * 11, "m4")])                 # larger than the bound: nothing stays
+    assert (kept, shipment_renderings._kept_bytes) == ({}, 0)
