@@ -2,11 +2,12 @@
 
     .venv/bin/python bench/pooled.py --shipments 5000 --rounds 1 --seconds 1   # seed its database once
     .venv/bin/python bench/pooled_cpu.py --requests 400 --rounds 4
+    .venv/bin/python bench/pooled_cpu.py --code /tmp/before     # another checkout's direct and pooled beside
 
-bench/pooled.py's database and services (`direct`, `form`: direct in the transaction pooler's form,
-`pooled`: through Debian's PgBouncer in transaction mode, `found`: through it undeclared), each under
-gunicorn with one worker, asked
-one request at a time. Per request, in milliseconds of CPU (user + system, from /proc): the gunicorn
+bench/pooled.py's database (or `--database`) and services (`direct`, `form`: direct in the transaction
+pooler's form, `pooled`: through Debian's PgBouncer in transaction mode, `found`: through it undeclared),
+each under gunicorn with one worker, asked one request at a time; with `--code DIR`, that checkout's
+`direct` and `pooled` too, on a copy of the database, in the same rounds. Per request, in milliseconds of CPU (user + system, from /proc): the gunicorn
 worker, the PostgreSQL server's processes (the children of the postmaster serving the bench database),
 PgBouncer, and this client; medians over the rounds. Throughput on two cores follows from the sum:
 bench/pooled.py measures it. Not a test.
@@ -25,7 +26,7 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchkit import RAISED_LIMITS, ROOT, acme_token, bench_url, run, start_gunicorn  # noqa: E402
+from benchkit import RAISED_LIMITS, ROOT, acme_token, bench_url, copy_database, run, start_gunicorn  # noqa: E402
 from pooled import DATABASE, service_envs  # noqa: E402
 from proc_cpu import cpu_seconds  # noqa: E402
 
@@ -75,16 +76,25 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=400)
     parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--database", default=DATABASE, help="the bench database (bench/pooled.py's by default)")
+    parser.add_argument("--code", help="another checkout whose direct and pooled are measured beside these")
     args = parser.parse_args()
 
-    url, server = bench_url(DATABASE)
+    url, server = bench_url(args.database)
     env = {**os.environ, "DATABASE_URL": url, "SHIPTRACK_RATE_LIMITS": RAISED_LIMITS}
     run("db", "init", env=env)
     headers = {"Authorization": f"Bearer {acme_token(env, 'pooled-cpu')}"}
     bouncer = PgBouncer(server, "transaction").start()
     services = {name: (port, service_env)
                 for (name, service_env), port in zip(service_envs(env, bouncer, url).items(), (18794, 18795, 18796, 18789))}
-    masters = {name: start_gunicorn(service_env, port, workers=1) for name, (port, service_env) in services.items()}
+    code = {name: ROOT for name in services}
+    if args.code:   # a copy of the database: its stored renderings its own (benchkit.copy_database)
+        code_url = copy_database(server, args.database, args.database + "_code")
+        services.update({"direct (code)": (18797, {**env, "DATABASE_URL": code_url}),
+                         "pooled (code)": (18798, {**services["pooled"][1], "DATABASE_URL": bouncer.url(code_url)})})
+        code.update({"direct (code)": Path(args.code), "pooled (code)": Path(args.code)})
+    masters = {name: start_gunicorn(service_env, port, workers=1, cwd=code[name])
+               for name, (port, service_env) in services.items()}
     server_pid, session = postmaster(url), requests.Session()
     results = {name: [] for name in services}
     try:
@@ -97,14 +107,14 @@ def main():
                 figures = measure(session, target, headers, args.requests, children(masters[name].pid),
                                   server_pid, bouncer.process.pid)
                 results[name].append(figures)
-                print(f"round {round_number + 1}: {name:6} " + _line(figures), flush=True)
+                print(f"round {round_number + 1}: {name:13} " + _line(figures), flush=True)
     finally:
         for master in masters.values():
             master.terminate()
             master.wait()
         bouncer.close()
     for name, rounds in results.items():
-        print(f"median: {name:6} " + _line({key: statistics.median(each[key] for each in rounds)
+        print(f"median: {name:13} " + _line({key: statistics.median(each[key] for each in rounds)
                                             for key in ("wall", *PARTS)}))
 
 
