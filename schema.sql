@@ -1237,11 +1237,10 @@ $$;
 -- rows of authenticate_and_count (one per bucket), each carrying that version and the page (NULL, and no page
 -- read, without a valid token or a known version). The page is read first and the count last, so the count's
 -- row locks are held only from the count to the commit right after it, not while the page is read and sent:
--- requests of one token or one address wait for each other only that long. PL/pgSQL, so the plans of its
--- statements are kept for the server session: the principal's, the count's and the default list's (no
--- filter, archived left out: what every poll asks). A page with any filter is an EXECUTE instead, planned for
--- each call's values as a statement of its own would be: shipment_page's `filter IS NULL OR` conditions fold
--- away only in a plan made for the values (a kept plan would scan for any filter as if none were given).
+-- requests of one token or one address wait for each other only that long. The page is an EXECUTE, planned
+-- for each call's values, as a statement of its own would be: shipment_page's `filter IS NULL OR` conditions
+-- fold away only in a plan made for the values (a kept plan scans for any filter as if none were given).
+-- PL/pgSQL, so the principal's and the count's plans are kept for the server session.
 CREATE OR REPLACE FUNCTION counted_shipment_page(
   token_fingerprint bytea, client_address text, window_seconds integer, requested_version text, renderer text,
   page_size integer, shipment_id bigint, shipment_ids bigint[], archived boolean, statuses text[],
@@ -1261,17 +1260,7 @@ DECLARE
 BEGIN
   SELECT p.organization_id, coalesce(requested_version, p.api_version) INTO asker_organization, asker_version
     FROM token_principal(token_fingerprint) p;
-  IF asker_version IS NOT NULL AND archived IS false
-     AND num_nonnulls(shipment_id, shipment_ids, statuses, created_after, created_before, eta_after, eta_before,
-                      starting_after, label_ids) = 0 THEN
-    SELECT coalesce(array_agg(p.id ORDER BY p.id DESC), '{}'), coalesce(array_agg(r.body_md5 ORDER BY p.id DESC), '{}')
-      INTO ids, md5s
-      FROM shipment_page(asker_organization, page_size, archived => false) p
-      LEFT JOIN LATERAL (
-        SELECT r.body_md5 FROM shipment_renderings r
-         WHERE r.shipment_id = p.id AND r.resource = 'shipment' AND r.api_version = asker_version
-           AND r.renderer = counted_shipment_page.renderer AND r.revision = p.revision LIMIT 1) r ON true;
-  ELSIF asker_version IS NOT NULL THEN   -- the same statement, with the filters
+  IF asker_version IS NOT NULL THEN
     EXECUTE $page$
       SELECT coalesce(array_agg(p.id ORDER BY p.id DESC), '{}'), coalesce(array_agg(r.body_md5 ORDER BY p.id DESC), '{}')
         FROM shipment_page(organization_id => $1, page_size => $2, shipment_id => $3, shipment_ids => $4,
