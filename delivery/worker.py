@@ -75,7 +75,8 @@ class Dispatcher:
     def stop(self):
         """Ask the process to finish what is in flight and return (safe from a signal handler)."""
         self.stopping, self.claiming = True, False
-        self.link.give_up_at = self._leases()  # a watch waits for the database for ever, until told to stop
+        # A watch waits for the database for ever, until told to stop; then only while it holds outcomes.
+        self.link.give_up_at = self._patience(time.monotonic())
         self.wakeup.wake()
 
     def close(self):

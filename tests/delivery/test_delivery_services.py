@@ -159,3 +159,35 @@ def test_a_watch_waits_out_an_outage_longer_than_its_leases_then_delivers(conn, 
     finally:
         monkeypatch.undo()
         dispatcher.close()
+
+
+def test_a_watch_told_to_stop_during_an_outage_ends_at_once_when_it_holds_nothing(conn, settings, monkeypatch):
+    # With requests in flight or outcomes unrecorded it would wait up to its leases to record them; with
+    # nothing held there is nothing to wait for (a stopped demo or service manager is not kept waiting).
+    dispatcher = Dispatcher(dataclasses.replace(settings, lease=timedelta(seconds=60)))
+    ended = []
+
+    def watch():
+        try:
+            dispatcher.watch(idle_seconds=0.1)
+        except BaseException as error:  # noqa: BLE001 (the test reads it)
+            ended.append(error)
+    watching = threading.Thread(target=watch, daemon=True)
+    refused = []
+
+    def down(target):
+        refused.append(target)
+        raise psycopg2.OperationalError("connection refused (the test's outage)")
+    try:
+        watching.start()
+        monkeypatch.setattr(db, "connect", down)
+        _rows(conn, f"SELECT pg_terminate_backend({dispatcher.link.conn.get_backend_pid()}) AS count")
+        assert wait_for(lambda: len(refused) >= 2, 10)
+        stopped = time.monotonic()
+        dispatcher.stop()
+        watching.join(10)
+        assert not watching.is_alive() and time.monotonic() - stopped < 6   # one backoff at most, not 60 s
+        assert [type(error) for error in ended] == [DatabaseUnavailable]
+    finally:
+        monkeypatch.undo()
+        dispatcher.close()
