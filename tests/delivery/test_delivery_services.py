@@ -123,11 +123,9 @@ def test_a_lost_connection_is_reconnected_and_a_lost_database_given_up(conn, set
         dispatcher.close()
 
 
-def test_a_watch_waits_out_an_outage_longer_than_its_leases_then_delivers(conn, receiver, settings, monkeypatch):
-    # A pass gives up on the database when its leases would run out (test_delivery_faults.py); a watch has no
-    # next pass to leave the work to, so it waits for the database for as long as it runs.
-    dispatcher = Dispatcher(dataclasses.replace(settings, lease=timedelta(seconds=1)),
-                            sender=settings.make_sender(resolver))
+def _watch_through_an_outage(conn, dispatcher, monkeypatch):
+    """Start `dispatcher.watch` in a thread, then take its database away (connections refused) until
+    monkeypatch.undo(); returns (the thread, how the watch ended: None or its error, once it has)."""
     ended = []
 
     def watch():
@@ -143,11 +141,20 @@ def test_a_watch_waits_out_an_outage_longer_than_its_leases_then_delivers(conn, 
     def down(target):
         refused.append(target)
         raise psycopg2.OperationalError("connection refused (the test's outage)")
+    watching.start()
+    monkeypatch.setattr(db, "connect", down)
+    _rows(conn, f"SELECT pg_terminate_backend({dispatcher.link.conn.get_backend_pid()}) AS count")
+    assert wait_for(lambda: len(refused) >= 2, 10)
+    return watching, ended
+
+
+def test_a_watch_waits_out_an_outage_longer_than_its_leases_then_delivers(conn, receiver, settings, monkeypatch):
+    # A pass gives up on the database when its leases would run out (test_delivery_faults.py); a watch has no
+    # next pass to leave the work to, so it waits for the database for as long as it runs.
+    dispatcher = Dispatcher(dataclasses.replace(settings, lease=timedelta(seconds=1)),
+                            sender=settings.make_sender(resolver))
     try:
-        watching.start()
-        monkeypatch.setattr(db, "connect", down)
-        _rows(conn, f"SELECT pg_terminate_backend({dispatcher.link.conn.get_backend_pid()}) AS count")
-        assert wait_for(lambda: len(refused) >= 2, 10)
+        watching, ended = _watch_through_an_outage(conn, dispatcher, monkeypatch)
         time.sleep(2.5)  # more than twice the lease
         assert watching.is_alive() and ended == []
         monkeypatch.undo()
@@ -165,24 +172,8 @@ def test_a_watch_told_to_stop_during_an_outage_ends_at_once_when_it_holds_nothin
     # With requests in flight or outcomes unrecorded it would wait up to its leases to record them; with
     # nothing held there is nothing to wait for (a stopped demo or service manager is not kept waiting).
     dispatcher = Dispatcher(dataclasses.replace(settings, lease=timedelta(seconds=60)))
-    ended = []
-
-    def watch():
-        try:
-            dispatcher.watch(idle_seconds=0.1)
-        except BaseException as error:  # noqa: BLE001 (the test reads it)
-            ended.append(error)
-    watching = threading.Thread(target=watch, daemon=True)
-    refused = []
-
-    def down(target):
-        refused.append(target)
-        raise psycopg2.OperationalError("connection refused (the test's outage)")
     try:
-        watching.start()
-        monkeypatch.setattr(db, "connect", down)
-        _rows(conn, f"SELECT pg_terminate_backend({dispatcher.link.conn.get_backend_pid()}) AS count")
-        assert wait_for(lambda: len(refused) >= 2, 10)
+        watching, ended = _watch_through_an_outage(conn, dispatcher, monkeypatch)
         stopped = time.monotonic()
         dispatcher.stop()
         watching.join(10)
