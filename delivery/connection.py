@@ -197,7 +197,11 @@ class Wakeup:
         try:
             # Checked after `asleep` is set: whatever made ready() true before that wrote nothing.
             timeout = 0.0 if ready() else max(0.0, timeout)
-            readable, _, _ = select.select([self._read, *also], [], [], timeout)
+            # poll(), not select(), which refuses a descriptor numbered 1024 or above.
+            poller = select.poll()
+            for waited in (self._read, *also):
+                poller.register(waited, select.POLLIN)
+            readable = [fd for fd, _events in poller.poll(timeout * 1000)]
         finally:
             self.asleep = False
         if self._read in readable:

@@ -84,6 +84,9 @@ def _limit(conn):
     return limit
 
 
+_EVENTS = {psycopg2.extensions.POLL_READ: select.POLLIN, psycopg2.extensions.POLL_WRITE: select.POLLOUT}
+
+
 def _wait(conn):
     """psycopg2's wait callback: poll the connection until its operation is done or the deadline passes."""
     seconds, opens, name = _limit(conn)
@@ -94,13 +97,13 @@ def _wait(conn):
             return
         remaining = deadline - time.monotonic()
         if remaining > 0:
-            if state == psycopg2.extensions.POLL_READ:
-                ready = select.select([conn.fileno()], [], [], remaining)[0]
-            elif state == psycopg2.extensions.POLL_WRITE:
-                ready = select.select([], [conn.fileno()], [], remaining)[1]
-            else:
+            if state not in _EVENTS:
                 raise psycopg2.OperationalError(f"bad state from poll: {state}")
-            if ready:
+            # poll(), not select(): a gthread worker holds up to 1,000 client sockets, and select() refuses
+            # a descriptor numbered 1024 or above.
+            poller = select.poll()
+            poller.register(conn.fileno(), _EVENTS[state])
+            if poller.poll(remaining * 1000):
                 continue
         message = f"the database did not answer within {seconds:g} s" + (f" ({name})" if name else "")
         if name == "connect_timeout":

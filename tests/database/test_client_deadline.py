@@ -2,6 +2,7 @@
 a transaction pooler whose every server connection is taken, is a JSON 503 after DATABASE_CLIENT_TIMEOUT
 instead of a request that hangs until gunicorn kills the worker; the same worker answers once the pooler
 has a connection again (after the breaker's probe finds it so)."""
+import os
 import time
 
 import psycopg2
@@ -75,3 +76,26 @@ def test_the_deadline_is_a_timeout_and_closes_the_connection(database_url):
         cur.execute("SELECT 1 AS one")
         assert cur.fetchone() == {"one": 1}
     fresh.close()
+
+
+def test_a_connection_numbered_past_1023_is_waited_on(database_url):
+    # A gthread worker holds up to 1,000 client sockets, so its database connections can be numbered 1024 or
+    # above, which select() refuses (ValueError: a 500, an uncaught exception in the delivery loop).
+    from models import db
+
+    fillers = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        conn = db.connect(database_url)
+    finally:
+        for filler in fillers:
+            os.close(filler)
+    conn.autocommit = True
+    try:
+        assert conn.fileno() >= 1024
+        with client_deadline(5), conn.cursor() as cur:
+            cur.execute("SELECT 1 AS one")
+            assert cur.fetchone() == {"one": 1}
+        with client_deadline(0.5), pytest.raises(db.DatabaseTimeout), conn.cursor() as cur:
+            cur.execute("SELECT pg_sleep(5)")
+    finally:
+        conn.close()

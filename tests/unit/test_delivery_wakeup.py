@@ -81,3 +81,25 @@ def test_wakes_past_the_pipes_capacity_neither_block_nor_raise_and_one_sleep_dra
     _thread, returned = sleep_in_thread(wakeup)
     assert returned.wait(10)
     assert drained(wakeup)
+
+
+def test_descriptors_numbered_past_1023_are_waited_on(wakeup):
+    # select() refuses a descriptor numbered 1024 or above; a process serving many clients has them.
+    read, write = os.pipe()
+    high = os.dup2(read, 1500)
+    try:
+        os.write(write, b"x")
+        _thread, returned = sleep_in_thread(wakeup, also=[high])
+        assert returned.wait(10)
+        assert os.read(high, 1) == b"x"
+        far = Wakeup()
+        os.dup2(far._read, 1501)
+        os.close(far._read)
+        far._read = 1501
+        far.wake()
+        far.sleep(LONG)  # returns at once: its own pipe, numbered 1501, is readable
+        assert far.asleep is False
+        far.close()
+    finally:
+        for fd in (read, write, high):
+            os.close(fd)
