@@ -5,6 +5,7 @@ They are for load balancers and Prometheus, not API clients, and are not in /ope
 """
 import ipaddress
 import json
+import os
 import threading
 import time
 
@@ -12,7 +13,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from api import metrics
 from api.errors import UNKNOWN_ROUTE_MESSAGE, MethodNotAllowedError, ServiceUnavailable, UnknownRoute
-from models import db, deadline, migrations, monitoring
+from models import breaker, db, deadline, migrations, monitoring
 
 # A load balancer checks every second or two, from every balancer to every worker: one statement a
 # second per worker at most, whatever the number of checks.
@@ -39,6 +40,7 @@ class Probes:
         self.paths = {"/healthz": self.healthz, "/readyz": self.readyz, "/metrics": self.metrics}
         self._ready = (float("-inf"), None)
         self._ready_lock = threading.Lock()
+        self._conn, self._conn_pid = None, None  # the readiness check's connection (_connection)
 
     def answer(self, environ):
         """(status, headers, body) for a probe path, else None (the request is the API's)."""
@@ -63,37 +65,46 @@ class Probes:
             return answer
 
     def _check_ready(self):
-        url, timeout = self.database, self.config["PROBE_TIMEOUT_SECONDS"]
-        # The timeout bounds the client's waits too (models/deadline.py), the connection's included: a
-        # database that accepts connections and never answers is "not ready" within it, and at once
-        # while the breaker is open (models/breaker.py), unless this check is the one that finds out.
-        with deadline.within(timeout):
-            return self._ask_ready(url, timeout)
-
-    def _ask_ready(self, url, timeout):
-        try:
-            conn = db.checkout(url)
-        except db.DatabaseUnavailable:
+        # Never the breaker's probe, and never on a pooled connection: a check that times out closes its
+        # connection (models/deadline.py), and on a database that answers slowly the pooled ones are those
+        # that still answer. While the breaker is open (models/breaker.py) the answer is known without asking.
+        if breaker.is_open():
             return self._not_ready("the service cannot reach its database")
-        broken = False
+        timeout = self.config["PROBE_TIMEOUT_SECONDS"]
+        # The timeout bounds the client's waits too, the connection's included: a database that accepts
+        # connections and never answers is "not ready" within it.
+        with deadline.within(timeout):
+            return self._ask_ready(timeout)
+
+    def _ask_ready(self, timeout):
         try:
-            conn.autocommit = True
+            conn = self._connection()
             state = monitoring.schema_state(conn, timeout)
-        except db.DatabaseTimeout:
-            if conn.closed:  # the client's deadline (models/deadline.py) gave the connection up: out of reach
-                return self._not_ready("the service cannot reach its database")
-            return self._not_ready(f"the database did not answer within {timeout:g} s")
         except db.UndefinedTable:
             return self._not_ready("the database has no schema: run `flask --app app db init`")
-        except (db.DatabaseUnavailable, db.OperationalError, db.InterfaceError) as error:
-            broken = isinstance(error, db.DatabaseLost) or bool(conn.closed)
+        except db.DatabaseTimeout:
+            if self._conn is None or self._conn.closed:  # the client's deadline gave the connection up
+                return self._not_ready("the service cannot reach its database")
+            return self._not_ready(f"the database did not answer within {timeout:g} s")
+        except (db.DatabaseUnavailable, db.OperationalError, db.InterfaceError):
+            if self._conn is not None:
+                self._conn.close()  # in a state nothing can tell: made again at the next check
             return self._not_ready("the service cannot reach its database")
         finally:
-            db.checkin(url, conn, broken=broken)
+            if self._conn is not None and self._conn.closed:
+                self._conn = None
         problem = migrations.version_problem(state["applied"], state["newest"])
         if problem is not None:
             return self._not_ready(problem)
         return _json(200, {"status": "ready", "schema_version": state["newest"]})
+
+    def _connection(self):
+        # The readiness check's own connection, made again after a fork or once it was lost: one more per
+        # process than DATABASE_POOL_SIZE (docs/operations.md).
+        if self._conn is None or self._conn_pid != os.getpid():
+            self._conn, self._conn_pid = db.connect(self.database), os.getpid()
+            self._conn.autocommit = True
+        return self._conn
 
     def _not_ready(self, reason):
         retry_after = self.config["DATABASE_RETRY_AFTER"]

@@ -1,12 +1,15 @@
 """The circuit breaker of a process's database: a database that stopped answering costs one wait, not one a request.
 
 Once a wait for the database has passed its deadline (models/deadline.py: the client deadline, or a
-connect past its connect_timeout), the breaker is open: models.db.checkout refuses every connection
-at once with DatabaseUnavailable (the API answers its 503 with Retry-After) instead of letting each
-request wait out its own deadline. Every PROBE_EVERY_SECONDS one checkout, the probe, is let through
-to find out whether the database answers again (on a new connection, with one statement): its answer
-closes the breaker, its failure keeps it open until the next. One breaker per process (a gunicorn
-worker finds out for itself; a fork starts closed), shared by its threads.
+connect past its connect_timeout) with nothing else of the process's answered meanwhile, the breaker
+is open: models.db.checkout refuses every connection at once with DatabaseUnavailable (the API answers
+its 503 with Retry-After) instead of letting each request wait out its own deadline. A database that
+answers slowly is not one that does not answer: while another statement of the process answered during
+the wait, the breaker stays closed (a connect that needs longer than connect_timeout leaves the
+requests to the connections the process has). Any statement that answers closes it. Every
+PROBE_EVERY_SECONDS one checkout, the probe, is let through to find out whether the database answers
+again (with one statement); its failure keeps it open until the next. One breaker per process (a
+gunicorn worker finds out for itself; a fork starts closed), shared by its threads.
 """
 import logging
 import os
@@ -27,6 +30,7 @@ _lock = threading.Lock()
 _probe_at = None   # monotonic time from which the probe may go; None: closed
 _probing = False   # whether the probe is out
 _reason = ""       # what opened it, for the errors and the log
+_answered_at = float("-inf")  # monotonic time of the process's last statement answered
 
 
 def admit():
@@ -44,24 +48,36 @@ def admit():
         return True
 
 
-def opened(reason):
-    """A wait for the database passed its deadline: open the breaker, or keep it open (a probe out stays out)."""
+def opened(reason, since):
+    """A wait begun at `since` (time.monotonic()) passed its deadline: open the breaker, unless a statement answered meanwhile."""
     global _probe_at, _reason
     with _lock:
-        _probe_at, _reason = _next_probe(), reason
+        if _answered_at < since:
+            _probe_at, _reason = _next_probe(), reason
 
 
-def probed(answered, reason=""):
-    """The probe's outcome: the database answered (close the breaker), or it did not (keep it open)."""
+def answered():
+    """A statement of this process was answered: the database answers (the breaker closes)."""
+    global _answered_at
+    _answered_at = time.monotonic()
+    if _probe_at is not None:  # open: rare, so the lock is taken only then
+        probed(True)
+
+
+def probed(ok, reason="", since=float("inf")):
+    """The probe's outcome: the database answered (close the breaker), or it did not (keep it open).
+
+    A probe that failed after a statement begun since `since` answered leaves the breaker closed.
+    """
     global _probe_at, _probing, _reason
     with _lock:
         was_open = _probe_at is not None
         _probing = False
-        if answered:
+        if ok or _answered_at >= since:
             _probe_at = None
         else:
             _probe_at, _reason = _next_probe(), reason or _reason
-    if answered and was_open:
+    if not is_open() and was_open:
         log.warning("database answering again")
 
 
@@ -75,8 +91,8 @@ def _next_probe():
 
 
 def _reset():
-    global _lock, _probe_at, _probing, _reason
-    _lock, _probe_at, _probing, _reason = threading.Lock(), None, False, ""
+    global _lock, _probe_at, _probing, _reason, _answered_at
+    _lock, _probe_at, _probing, _reason, _answered_at = threading.Lock(), None, False, "", float("-inf")
 
 
 os.register_at_fork(after_in_child=_reset)

@@ -11,6 +11,7 @@ import logging
 import os
 import select
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
@@ -31,6 +32,9 @@ from models.embedded import (EMBEDDED_DATA_DIR, EMBEDDED_DATABASE, PROJECT_DIR, 
 SCHEMA_PATH = PROJECT_DIR / "schema.sql"
 log = logging.getLogger(__name__)
 
+# How long a checkout waits for a lent connection to come back when a new one cannot be made, for a
+# target without a connect timeout (one with waits that long).
+LENT_WAIT_SECONDS = 5.0
 # What DATABASE_POOLER may say; None (not set) finds out at each connection (see connect).
 POOLERS = (None, "session", "transaction")
 # Sessions read timestamps in UTC. Fuzzy name search (`<%`) accepts a word similarity of 0.5
@@ -163,48 +167,82 @@ def _settings_sql(target, command):
 
 
 class Pool:
-    """Up to `target.pool_size` connections of one process to one target; idle ones are reused last-in first."""
+    """Up to `target.pool_size` connections of one process to one target; idle ones are reused last-in first.
+
+    A database that answers slowly may take longer to make a connection than connect_timeout allows
+    while the connections the process has still answer: a request that cannot get a new one waits for one
+    of those to come back rather than fail, and while one connection is being made, the others wait for
+    a lent one instead of making more (one slow connect at a time, not one per request).
+    """
 
     def __init__(self, target):
         self.target, self.closed = target, False
-        self._idle, self._open, self._lock = [], 0, threading.Lock()
+        self._idle, self._open, self._making = [], 0, 0
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)  # a connection came back, or a connect ended
 
-    def get(self):
-        """An idle connection, else a new one; PoolError when `pool_size` are lent already."""
-        with self._lock:
-            if self.closed:
-                raise PoolError("connection pool is closed")
-            if self._idle:
-                return self._idle.pop()
-            if self._open >= self.target.pool_size:
-                raise PoolError("connection pool exhausted")
-            self._open += 1
-        try:
-            conn = connect(self.target)
-        except BaseException:
-            with self._lock:
+    def get(self, wait_seconds=0):
+        """An idle connection, else a new one, else one lent now once it comes back within `wait_seconds`.
+
+        PoolError when none comes back in time; the connect's DatabaseUnavailable when a new one cannot
+        be made and none is lent to wait for.
+        """
+        until, failed = time.monotonic() + wait_seconds, None
+        while True:
+            conn = self._lent_back_or_turn(until, failed)
+            if conn is not None:
+                return conn
+            try:
+                conn = connect(self.target)
+            except BaseException as error:
+                self._made(None)
+                if not isinstance(error, DatabaseUnavailable) or isinstance(error, DatabaseSetupError):
+                    raise
+                failed, until = error, time.monotonic() + wait_seconds
+                continue
+            self._made(conn)
+            return conn
+
+    def _lent_back_or_turn(self, until, failed):
+        # An idle connection; else None when this thread is to make one (counted as open); else, waiting
+        # for either, what ends the wait. After `failed` (a connect that failed) only a lent one will do.
+        with self._changed:
+            while True:
+                if self.closed:
+                    raise PoolError("connection pool is closed")
+                if self._idle:
+                    return self._idle.pop()
+                lent = self._open - len(self._idle) - self._making
+                if failed is None and self._open < self.target.pool_size and (self._making == 0 or lent == 0):
+                    self._open += 1
+                    self._making += 1
+                    return None
+                remaining = until - time.monotonic()
+                if failed is not None and lent + self._making == 0:
+                    raise failed  # nothing of this process's that could come back
+                if remaining <= 0:
+                    raise failed or PoolError("connection pool exhausted")
+                self._changed.wait(remaining)
+
+    def _made(self, conn):
+        with self._changed:
+            self._making -= 1
+            if conn is None:
                 self._open -= 1
-            raise
-        conn.pool = self
-        return conn
+            self._changed.notify_all()
+        if conn is not None:
+            conn.pool = self
 
     def put(self, conn, close=False):
         """Take a connection back; a closed or broken one, or any once the pool is closed, is closed."""
-        with self._lock:
+        with self._changed:
             keep = not (close or conn.closed or self.closed)
             if keep:
                 self._idle.append(conn)
             else:
                 self._open -= 1
+            self._changed.notify_all()
         if not keep:
-            conn.close()
-
-    def drop_idle(self):
-        """Close the idle connections (the lent ones come back as usual)."""
-        with self._lock:
-            idle, self._idle = self._idle, []
-            self._open -= len(idle)
-        for conn in idle:
             conn.close()
 
     def close(self):
@@ -277,9 +315,10 @@ def checkout(target):
 
 def _take(pool):
     # The pool keeps few idle connections; every one may have died in the same outage. A new one that
-    # cannot be made raises DatabaseUnavailable (connect).
+    # cannot be made raises DatabaseUnavailable (connect), unless one of the process's comes back
+    # meanwhile: as long as a connect may take, it is what the request would have waited anyway.
     for _attempt in range(pool.target.pool_size + 1):
-        conn = pool.get()
+        conn = pool.get(wait_seconds=pool.target.connect_timeout or LENT_WAIT_SECONDS)
         if looks_alive(conn):
             return conn
         pool.put(conn, close=True)
@@ -287,12 +326,12 @@ def _take(pool):
 
 
 def _probe(pool):
-    # The breaker's probe: a new connection (an idle one may lead to a server that is gone, and taking
-    # it asks nothing) and one statement on it (a pooler answers a connection by itself), all within
-    # the connect timeout. Its outcome closes the breaker or keeps it open, whatever happens.
-    answered, reason = False, ""
+    # The breaker's probe: one statement (a pooler answers a connection by itself) on a connection of the
+    # pool's (an idle one that looks alive, else a new one), all within the connect timeout. Its outcome
+    # closes the breaker or keeps it open, whatever happens. Idle connections are kept: on a database
+    # that answers slowly they are the ones that still answer.
+    answered, reason, started = False, "", time.monotonic()
     try:
-        pool.drop_idle()
         with deadline.within(pool.target.connect_timeout or None):
             conn = _take(pool)
             try:
@@ -309,7 +348,7 @@ def _probe(pool):
         reason = str(error)
         raise
     finally:
-        breaker.probed(answered, reason)
+        breaker.probed(answered, reason, since=started)
 
 
 def checkin(target, conn, broken=False):

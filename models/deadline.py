@@ -90,10 +90,13 @@ _EVENTS = {psycopg2.extensions.POLL_READ: select.POLLIN, psycopg2.extensions.POL
 def _wait(conn):
     """psycopg2's wait callback: poll the connection until its operation is done or the deadline passes."""
     seconds, opens, name = _limit(conn)
-    deadline = time.monotonic() + seconds
+    started = time.monotonic()
+    deadline = started + seconds
     while True:
         state = conn.poll()
         if state == psycopg2.extensions.POLL_OK:
+            if conn.status != psycopg2.extensions.STATUS_SETUP:  # a pooler answers a connection by itself
+                breaker.answered()
             return
         remaining = deadline - time.monotonic()
         if remaining > 0:
@@ -109,5 +112,5 @@ def _wait(conn):
         if name == "connect_timeout":
             message = "timeout expired: " + message  # libpq's own words when it keeps connect_timeout
         if opens:
-            breaker.opened(message)
+            breaker.opened(message, started)
         raise psycopg2.extensions.QueryCanceledError(message)

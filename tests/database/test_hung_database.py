@@ -171,7 +171,7 @@ def test_a_command_whose_statements_never_reach_the_database_gives_up_in_one_lin
 
 def test_a_forked_worker_starts_with_the_breaker_closed():
     """Per process: gunicorn forks its workers, and each finds out for itself."""
-    breaker.opened("the test's outage")
+    breaker.opened("the test's outage", time.monotonic())
     try:
         pid = os.fork()
         if pid == 0:  # the child: exit at once, saying what it sees

@@ -4,10 +4,14 @@
 server restarts or a network path drops them); new connections are refused until `start()`
 listens again on the same port. `hang()` keeps accepting and keeps every connection open, but
 nothing more passes either way (a frozen server, a network path that black-holes packets), until
-`forward()` lets everything through again, what was held included.
+`forward()` lets everything through again, what was held included. `delay(seconds)` makes each byte
+arrive that much later, each way (a round trip 2 x seconds slower), without slowing the flow otherwise: a
+distant or congested database that still answers every statement.
 """
+import queue
 import socket
 import threading
+import time
 
 from tests.support.processes import free_port
 
@@ -23,6 +27,7 @@ class TcpProxy:
         self._sockets = set()
         self._flowing = threading.Event()  # cleared while hanging: every pump waits before passing data on
         self._flowing.set()
+        self.latency = 0.0  # seconds added to each byte's way, each direction (delay())
 
     def start(self):
         """Listen (again) on the proxy's port."""
@@ -52,6 +57,10 @@ class TcpProxy:
     def forward(self):
         """Pass bytes on again, those held while hanging first."""
         self._flowing.set()
+
+    def delay(self, seconds):
+        """From now on, every byte reaches the other side `seconds` later than it would (0: no delay)."""
+        self.latency = seconds
 
     def url(self, database_url):
         """`database_url` with its host and port replaced by the proxy's."""
@@ -95,17 +104,33 @@ class TcpProxy:
         return upstream
 
     def _pump(self, source, sink):
+        # Bytes go through `late` (kept in order, each sent when due) to a sender of their own, so that
+        # a delay holds each chunk back without holding back the reading of the next.
+        late = queue.SimpleQueue()
+        sender = threading.Thread(target=self._send_when_due, args=(late, sink), daemon=True)
+        sender.start()
         try:
             while data := source.recv(65536):
-                self._flowing.wait()
-                sink.sendall(data)
+                late.put((time.monotonic() + self.latency, data))
         except OSError:
             pass
         finally:
+            late.put((0.0, None))
+            sender.join(60)
             for sock in (source, sink):
                 _close(sock)
             with self._lock:
                 self._sockets.difference_update((source, sink))
+
+    def _send_when_due(self, late, sink):
+        try:
+            while (item := late.get())[1] is not None:
+                due, data = item
+                time.sleep(max(0.0, due - time.monotonic()))
+                self._flowing.wait()
+                sink.sendall(data)
+        except OSError:
+            pass
 
     def __enter__(self):
         return self.start()
