@@ -184,12 +184,12 @@ class Pool:
     def get(self, wait_seconds=0):
         """An idle connection, else a new one, else one lent now once it comes back within `wait_seconds`.
 
-        PoolError when none comes back in time; the connect's DatabaseUnavailable when a new one cannot
-        be made and none is lent to wait for.
+        DatabaseTimeout when none comes back in time, the connect's DatabaseUnavailable when a new one
+        cannot be made and none is lent to wait for, PoolError once the pool is closed.
         """
-        until, failed = time.monotonic() + wait_seconds, None
+        failed = None
         while True:
-            conn = self._lent_back_or_turn(until, failed)
+            conn = self._lent_back_or_turn(wait_seconds, failed)
             if conn is not None:
                 return conn
             try:
@@ -198,14 +198,16 @@ class Pool:
                 self._made(None)
                 if not isinstance(error, DatabaseUnavailable) or isinstance(error, DatabaseSetupError):
                     raise
-                failed, until = error, time.monotonic() + wait_seconds
+                failed = error
                 continue
             self._made(conn)
             return conn
 
-    def _lent_back_or_turn(self, until, failed):
+    def _lent_back_or_turn(self, wait_seconds, failed):
         # An idle connection; else None when this thread is to make one (counted as open); else, waiting
-        # for either, what ends the wait. After `failed` (a connect that failed) only a lent one will do.
+        # up to wait_seconds for either, what ends the wait. After `failed` (a connect that failed) only
+        # a lent one will do.
+        until = time.monotonic() + wait_seconds
         with self._changed:
             while True:
                 if self.closed:
@@ -221,7 +223,8 @@ class Pool:
                 if failed is not None and lent + self._making == 0:
                     raise failed  # nothing of this process's that could come back
                 if remaining <= 0:
-                    raise failed or PoolError("connection pool exhausted")
+                    raise failed or DatabaseTimeout(f"none of the {self.target.pool_size} connections of the pool "
+                                                    f"came back within {wait_seconds:g} s")
                 self._changed.wait(remaining)
 
     def _made(self, conn):

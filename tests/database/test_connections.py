@@ -2,10 +2,11 @@
 import os
 import subprocess
 import sys
+import threading
+from dataclasses import replace
 
 import psycopg2
 import psycopg2.errors
-import psycopg2.pool
 import pytest
 
 from config import load_config
@@ -54,9 +55,14 @@ def test_the_api_pool_has_the_size_of_its_setting_and_its_name(conn, database_ur
         from api.context import database
         target = database()
     assert (target.pool_size, target.application_name) == (2, "shiptrack-api")
+    target = replace(target, connect_timeout=1)  # how long a checkout waits for a lent connection
     held = [db.checkout(target), db.checkout(target)]
-    with pytest.raises(psycopg2.pool.PoolError):
+    with pytest.raises(db.DatabaseTimeout, match="none of the 2 connections of the pool came back within 1 s"):
         db.checkout(target)
+    returned = threading.Timer(0.2, db.checkin, (target, held[0]))
+    returned.start()
+    assert db.checkout(target) is held[0]  # one lent connection came back while the checkout waited
+    returned.join()
     for each in held:
         db.checkin(target, each)
 
