@@ -62,7 +62,7 @@ def first_statements(work):
                 raise
             pause = db.conflict_pause(conflicts)
             log.warning("database conflict in the first statement, retrying in %.2f s (try %s of %s): %s",
-                     pause, conflicts + 1, db.CONFLICT_TRIES, db.describe(error))
+                        pause, conflicts + 1, db.CONFLICT_TRIES, db.describe(error))
             time.sleep(pause)
 
 
