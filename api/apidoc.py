@@ -22,8 +22,9 @@ ERROR_RESPONSES = {
            "resets. A valid token from the same address is counted separately and is not held up. 304s are not "
            "counted against these limits but against a budget of their own, ten times as large; past it the "
            "message and `RateLimit-Policy` name it (`not_modified_per_token`, `not_modified_anonymous_per_ip`).",
-    "503": "The service cannot reach its database (`service_unavailable`); `Retry-After` gives seconds to wait. "
-           "It recovers by itself once the database is back. Not counted against the rate limits.",
+    "503": "The service cannot reach its database, or the request met a conflicting change in it that retries did "
+           "not get past (`service_unavailable`); `Retry-After` gives seconds to wait. It recovers by itself. Not "
+           "counted against the rate limits, unless the conflict came after the request was counted.",
 }
 
 
@@ -104,7 +105,7 @@ NOT_MODIFIED = ("Not Modified: `If-None-Match` names the current `ETag` (weak co
 # A 503 is answered before the request could be counted: Retry-After instead of the RateLimit headers.
 SERVICE_UNAVAILABLE_HEADERS = {"Retry-After": {
     "schema": {"type": "integer", "minimum": 1},
-    "description": "Seconds to wait before retrying while the database cannot be reached."}}
+    "description": "Seconds to wait before retrying."}}
 
 
 def _error(status, description):

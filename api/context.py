@@ -1,5 +1,6 @@
 """The request's database connection and who is asking."""
 import logging
+import time
 
 from flask import current_app, g
 
@@ -34,23 +35,35 @@ def get_conn():
 
 
 def first_statements(work):
-    """`work(conn)`: the request's first statements, run once more on a new connection if the first one dropped.
+    """`work(conn)`: the request's first statements, run again on a new connection if the first one dropped,
+    and again after a pause when a deadlock or serialization failure (models.db.TransientConflict) ended them.
 
     The liveness check of get_conn cannot see a connection that dies between the check and the first
     statement (or drops on the way). Repeating is safe only here: the first statement reads and counts,
     and nothing else of this request has happened; a count that committed just before its connection
     dropped is counted once more (one request too many, only on a lost connection). A second loss
-    is the database being away: DatabaseLost, a DatabaseUnavailable.
+    is the database being away: DatabaseLost, a DatabaseUnavailable. A conflict rolled the count back, so
+    repeating it counts nothing twice; past CONFLICT_TRIES the conflict is raised (answered 503).
     """
-    for last_try in (False, True):
+    lost, conflicts = False, 0
+    while True:
         conn = get_conn()
         try:
             return work(conn)
         except db.DatabaseLost as error:
-            if last_try:
+            if lost:
                 raise
+            lost = True
             log.info("pooled connection lost before its first statement (%s); retrying once on a new one", error)
             _discard_conn()
+        except db.TransientConflict as error:
+            conflicts += 1
+            if conflicts >= db.CONFLICT_TRIES:
+                raise
+            pause = db.conflict_pause(conflicts)
+            log.warning("database conflict in the first statement, retrying in %.2f s (try %s of %s): %s",
+                        pause, conflicts + 1, db.CONFLICT_TRIES, db.describe(error))
+            time.sleep(pause)
 
 
 def _discard_conn():

@@ -11,6 +11,8 @@ log = logging.getLogger(__name__)
 
 REALM = "Shipment Tracking API"
 UNKNOWN_ROUTE_MESSAGE = "Unrecognized request URL. See the API reference for the available paths."
+# Retry-After of a 503 for a deadlock or serialization failure: the other transaction ends within a moment.
+CONFLICT_RETRY_AFTER = 1
 
 
 class ApiError(Exception):
@@ -206,6 +208,16 @@ def _database_unavailable(error):
     return error_response(ServiceUnavailable(current_app.config["DATABASE_RETRY_AFTER"]))
 
 
+def _database_conflict(error):
+    # A deadlock or serialization failure past the retries of the request's first statements
+    # (api.context.first_statements), or in a later statement: transient, so a 503 the client may retry.
+    metrics.DATABASE_ERRORS.labels("conflict").inc()
+    log.warning("database conflict, answered 503: %s", db.describe(error))
+    return error_response(ServiceUnavailable(CONFLICT_RETRY_AFTER, "The request met a conflicting change in the "
+                                             "database and was not completed. Retry after the number of seconds "
+                                             f"in Retry-After ({CONFLICT_RETRY_AFTER})."))
+
+
 def _database_error(error):
     # The connection layer (models/db.py) raised the database being away as DatabaseUnavailable; a driver's
     # error from elsewhere (a closed connection's setters) is translated here. A statement's error is a
@@ -222,5 +234,7 @@ def register_error_handlers(app):
     app.register_error_handler(ApiError, error_response)
     app.register_error_handler(HTTPException, lambda exc: error_response(_from_http_exception(exc)))
     app.register_error_handler(db.DatabaseUnavailable, _database_unavailable)
+    for conflict in db.TransientConflict:  # more specific than OperationalError, so chosen before it
+        app.register_error_handler(conflict, _database_conflict)
     app.register_error_handler(db.OperationalError, _database_error)
     app.register_error_handler(db.InterfaceError, _database_error)

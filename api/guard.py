@@ -194,8 +194,9 @@ def count_not_modified():
     try:
         budget = rate_limits.count_not_modified(get_conn(), policies, NOT_MODIFIED + bucket, counted.window_start,
                                                 budget_quota, limits["window_seconds"])
-    except db.DatabaseUnavailable:
-        # The 304 is still right; the database went away after the view, so its count stays.
+    except (db.DatabaseUnavailable, *db.TransientConflict):
+        # The 304 is still right; the database went away after the view (or a conflict rolled the move
+        # back), so its count stays.
         return None
     budget_state = LimitState(budget_policy, budget_quota, budget_quota - budget.hits, budget.resets_in)
     if budget.hits > budget_quota:

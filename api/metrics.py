@@ -44,7 +44,7 @@ RATE_LIMIT_REFUSALS = Counter("shiptrack_rate_limit_refusals_total",
                               "Requests answered 429, by the limit they passed (per_token, per_ip, anonymous_per_ip).",
                               ["limit"])
 DATABASE_ERRORS = Counter("shiptrack_database_errors_total",
-                          "Requests that met a database error: unavailable (answered 503) or statement (500).",
+                          "Requests that met a database error: unavailable or conflict (503), statement (500).",
                           ["kind"])
 
 # (name, help) of the gauges read from the database at each scrape (models/monitoring.py).

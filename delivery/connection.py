@@ -62,14 +62,28 @@ class Link:
         return conn
 
     def run(self, turn, deadline):
-        """`turn()`'s value; None when a lost connection cut it and was made again by `deadline` (None: for ever)."""
-        try:
-            return turn()
-        except _CONNECTION_ERRORS as error:
-            if not connection_lost(error, self.conn):
-                raise
-            self.reconnect(error, deadline)
-            return None
+        """`turn()`'s value; None when a lost connection cut it and was made again by `deadline` (None: for ever),
+        or when a deadlock or serialization failure cut each of its CONFLICT_TRIES tries (the next turn tries again).
+        """
+        for tries in range(1, db.CONFLICT_TRIES + 1):
+            try:
+                return turn()
+            except db.TransientConflict as error:
+                # Its transaction was rolled back whole, and what it was recording is still held (worker.record):
+                # the turn runs again as a whole.
+                if tries == db.CONFLICT_TRIES:
+                    log.warning("database conflict on each of %s tries, turn left for the next one error=%r",
+                                tries, db.describe(error))
+                    return None
+                pause = db.conflict_pause(tries)
+                log.warning("database conflict, turn retried in %.2f s (try %s of %s) error=%r",
+                            pause, tries + 1, db.CONFLICT_TRIES, db.describe(error))
+                time.sleep(pause)
+            except _CONNECTION_ERRORS as error:
+                if not connection_lost(error, self.conn):
+                    raise
+                self.reconnect(error, deadline)
+                return None
 
     def reconnect(self, error, deadline):
         """Replace a lost connection, waiting with backoff; DatabaseUnavailable past `deadline` (or `give_up_at`)."""

@@ -27,7 +27,9 @@ class Cursor(psycopg2.extensions.cursor):
         if conn.transaction_prefix and conn.info.transaction_status == _IDLE:
             if not isinstance(query, str):
                 query = query.as_string(conn)
-            query = conn.transaction_prefix + query
+            # A level the BEGIN named (models.db.one_snapshot) stays; any other transaction takes the pinned one.
+            named = not conn.autocommit and conn.isolation_level is not None
+            query = ("" if named else conn.isolation_prefix) + conn.transaction_prefix + query
         try:
             return super().execute(query, vars)
         except psycopg2.Error as error:
@@ -74,12 +76,14 @@ class Connection(psycopg2.extensions.connection):
     `transaction_prefix` is empty on a connection that keeps its session (direct, or a declared
     session pooler): its settings were SET once when it was made. Through a transaction pooler each
     transaction may run on another server session, so `SET LOCAL`s open every transaction instead and
-    nothing is prepared (`prepares` is False).
+    nothing is prepared (`prepares` is False); `isolation_prefix` sets the isolation of a transaction
+    that names none (a session's default isolation would shape the next one, not this one).
     """
 
     prepared = frozenset()
     prepares = True
     transaction_prefix = ""
+    isolation_prefix = ""
     target = None
 
     def commit(self):

@@ -21,11 +21,12 @@ from psycopg2 import sql  # noqa: F401  (composing identifiers: the demo's COPY)
 
 from models import breaker, deadline
 from models.cursors import Connection, Cursor, Prepared  # noqa: F401
-from models.db_errors import (LOST, SETUP, STATEMENT, TIMEOUT, CheckViolation, DatabaseLost,  # noqa: F401
-                              DatabaseSetupError, DatabaseTimeout, DatabaseUnavailable, DeadlockDetected,
-                              Error, ForeignKeyViolation, InterfaceError, OperationalError, PoolError,
-                              RaiseException, UndefinedTable, UniqueViolation, classify, describe,
-                              is_disconnect, translate, unavailable)
+from models.db_errors import (CONFLICT_TRIES, LOST, SETUP, STATEMENT, TIMEOUT, CheckViolation,  # noqa: F401
+                              DatabaseLost, DatabaseSetupError, DatabaseTimeout, DatabaseUnavailable,
+                              DeadlockDetected, Error, ForeignKeyViolation, InterfaceError, OperationalError,
+                              PoolError, RaiseException, SerializationFailure, TransientConflict,
+                              UndefinedTable, UniqueViolation, classify, conflict_pause, describe, is_disconnect,
+                              translate, unavailable)
 from models.embedded import (EMBEDDED_DATA_DIR, EMBEDDED_DATABASE, PROJECT_DIR,  # noqa: F401
                              embedded_database_url, resolve_database_url)
 
@@ -37,9 +38,15 @@ log = logging.getLogger(__name__)
 LENT_WAIT_SECONDS = 5.0
 # What DATABASE_POOLER may say; None (not set) finds out at each connection (see connect).
 POOLERS = (None, "session", "transaction")
+# The isolation every statement was written for, whatever the database's default: a DBA may make that
+# SERIALIZABLE, where concurrent counts, claims and recordings fail with 40001. A block that needs one
+# snapshot names REPEATABLE READ itself (one_snapshot).
+ISOLATION = "read committed"
 # Sessions read timestamps in UTC. Fuzzy name search (`<%`) accepts a word similarity of 0.5
 # (pg_trgm's default 0.6 misses a swapped pair of letters in a short name such as "Fruti Co").
-SESSION_SETTINGS = (("timezone", "UTC"), ("pg_trgm.word_similarity_threshold", "0.5"))
+# Their transactions are ISOLATION unless they name another.
+SESSION_SETTINGS = (("timezone", "UTC"), ("pg_trgm.word_similarity_threshold", "0.5"),
+                    ("default_transaction_isolation", ISOLATION))
 # The settings of each process (config.py): application name, then its connect and statement timeouts.
 PROCESSES = {
     "api": ("shiptrack-api", "DATABASE_CONNECT_TIMEOUT", "DATABASE_STATEMENT_TIMEOUT"),
@@ -115,6 +122,7 @@ def connect(target):
             conn.target = replace(target, pooler="transaction")  # what others read of this connection
         if conn.target.pooler == "transaction":
             conn.transaction_prefix, conn.prepares = _settings_sql(target, "SET LOCAL"), False
+            conn.isolation_prefix = f"SET LOCAL transaction_isolation = '{ISOLATION}'; "
         else:
             with conn.cursor() as cur:
                 cur.execute(_settings_sql(target, "SET"))
@@ -163,7 +171,10 @@ def _names_itself(url):
 
 
 def _settings_sql(target, command):
-    return "".join(f"{command} {name} = '{value}'; " for name, value in target.session_settings)
+    # A default SET LOCAL would shape no transaction: the transaction's own level is set instead, where it
+    # names none (models.cursors.Connection.isolation_prefix).
+    return "".join(f"{command} {name} = '{value}'; " for name, value in target.session_settings
+                   if command == "SET" or name != "default_transaction_isolation")
 
 
 class Pool:

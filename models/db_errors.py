@@ -6,13 +6,17 @@ the credentials, the pooler's configuration: it does not pass by itself) or a ba
 a conflict such as a deadlock on a healthy connection). models/cursors.py and models/db.py raise the
 first three as DatabaseLost, DatabaseTimeout and DatabaseSetupError (each a DatabaseUnavailable) and
 let a statement's error through as the driver raised it; its classes are named here, so that no module
-outside models/ imports the driver.
+outside models/ imports the driver. Of the statements' errors, a TransientConflict (a deadlock, a
+serialization failure) ended its transaction for a conflict with another one: the same work run again
+as a whole is expected to succeed (`conflict_pause` spaces the tries).
 """
+import random
+
 import psycopg2
 import psycopg2.extensions
 from psycopg2 import Error, InterfaceError, OperationalError  # noqa: F401  (the statement errors' classes)
 from psycopg2.errors import (CheckViolation, DeadlockDetected, ForeignKeyViolation,  # noqa: F401
-                             RaiseException, UndefinedTable, UniqueViolation)
+                             RaiseException, SerializationFailure, UndefinedTable, UniqueViolation)
 from psycopg2.pool import PoolError  # noqa: F401
 
 LOST, TIMEOUT, SETUP, STATEMENT = "lost", "timeout", "setup", "statement"
@@ -35,6 +39,15 @@ _SETUP_MESSAGES = ("unsupported startup parameter", "authentication failed", "no
                    "invalid connection option", "invalid sslmode value", "invalid port number",
                    "invalid integer value")
 _CANCELED = "57014"  # query_canceled: statement_timeout (or an operator's pg_cancel_backend)
+
+# SQLSTATE 40001 and 40P01: the server rolled the transaction back for a conflict with another one (its
+# statements met in the opposite order, or SERIALIZABLE could not order them); nothing of it is left, so
+# running the same work again is safe where the work is whole. A tuple, caught like a class: `except
+# db.TransientConflict`. Other class 40 codes (an integrity or completion doubt) are no invitation to repeat.
+TransientConflict = (SerializationFailure, DeadlockDetected)
+# How often work a conflict cut is tried in all, and the first pause between tries (doubling, jittered).
+CONFLICT_TRIES = 3
+CONFLICT_PAUSE_SECONDS = 0.05
 
 
 class DatabaseUnavailable(Exception):
@@ -120,6 +133,14 @@ def translate(error, conn=None):
         return error
     kind = classify(error, conn)
     return None if kind == STATEMENT else _TYPES[kind](describe(error))
+
+
+def conflict_pause(tries):
+    """Seconds to wait after try number `tries` met a TransientConflict: doubling from CONFLICT_PAUSE_SECONDS.
+
+    Jittered, so that the two sides of a deadlock do not meet again at the same instant.
+    """
+    return CONFLICT_PAUSE_SECONDS * 2 ** (tries - 1) * random.uniform(0.5, 1.5)
 
 
 def unavailable(error):

@@ -139,9 +139,10 @@ class Receiver(socketserver.ThreadingMixIn, http.server.HTTPServer):
 class RawReceiver:
     """A TLS server on 127.0.0.1 that reads each request whole, then writes `reply` and closes.
 
-    `reply` is a list of bytes (written as they are) and numbers (seconds to wait), so that a reply
-    can be cut anywhere or dripped, which http.server cannot do. Each connection is handled (TLS
-    handshake included) on a thread of its own.
+    `reply` is a list of bytes (written as they are), numbers (seconds to wait) and threading.Events
+    (waited for, up to a minute: the test says when the reply goes on), so that a reply can be cut
+    anywhere or dripped, which http.server cannot do. Each connection is handled (TLS handshake
+    included) on a thread of its own.
     """
 
     def __init__(self, context, reply):
@@ -185,6 +186,8 @@ class RawReceiver:
                 for step in self.reply:
                     if isinstance(step, bytes):
                         conn.sendall(step)
+                    elif isinstance(step, threading.Event):
+                        step.wait(60)
                     elif self.closed.wait(step):
                         return
         except OSError:
