@@ -58,6 +58,32 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
   END
 $$;
 
+-- A timestamp every reader can show: finite, and inside years 1 to 9999 in UTC with a day to spare at
+-- each end, so that it also has a four-digit year wherever the API writes it, local offsets (up to 18
+-- hours) included. 'infinity', '-infinity', BC dates and years past 9999 fail it: the API writes ISO 8601
+-- timestamps, and Python's datetime (psycopg2's type) holds nothing else. Every timestamp column of the
+-- application's tables is held to it by a CHECK named <table>_<column>_is_api_timestamp (but effective_eta,
+-- which only ever holds a value of such a column).
+CREATE OR REPLACE FUNCTION is_api_timestamp(value timestamptz) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT value >= '0001-01-02 00:00:00+00' AND value < '9999-12-31 00:00:00+00'
+$$;
+
+-- A number every reader can show: not 'NaN' nor an infinity, which JSON has no way to write. Every
+-- numeric column of the application's tables is held to it by a CHECK named <table>_<column>_is_api_number.
+CREATE OR REPLACE FUNCTION is_api_number(value numeric) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT value NOT IN ('NaN', 'Infinity', '-Infinity')
+$$;
+
+-- A webhook endpoint's secret as Standard Webhooks gives it: 'whsec_' and the standard base64 (groups of
+-- four, '=' padded) of 24 to 64 bytes; anything else cannot sign (delivery/signing.py).
+CREATE OR REPLACE FUNCTION is_webhook_secret(value text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT value ~ '^whsec[_]([A-Za-z0-9+/]{4})*([A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$'
+     AND (length(value) - 6) / 4 * 3 - (length(value) - length(rtrim(value, '='))) BETWEEN 24 AND 64
+$$;
+
 -- Hex value of a label colour; a label without colour shows as gray.
 CREATE OR REPLACE FUNCTION label_color_hex(color text) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
@@ -266,7 +292,21 @@ CREATE TABLE IF NOT EXISTS shipments (
   -- The key of the organization's rows that hang off a shipment (containers, documents, packing lists,
   -- alerts, checks, check runs): they name both, so they can never be another organization's, and they
   -- follow the shipment when it moves (ON UPDATE CASCADE).
-  UNIQUE (id, organization_id)
+  UNIQUE (id, organization_id),
+  -- What every reader can show (is_api_timestamp, is_api_number above).
+  CONSTRAINT shipments_archived_at_is_api_timestamp CHECK (is_api_timestamp(archived_at)),
+  CONSTRAINT shipments_validated_at_is_api_timestamp CHECK (is_api_timestamp(validated_at)),
+  CONSTRAINT shipments_approved_at_is_api_timestamp CHECK (is_api_timestamp(approved_at)),
+  CONSTRAINT shipments_etd_is_api_timestamp CHECK (is_api_timestamp(etd)),
+  CONSTRAINT shipments_eta_is_api_timestamp CHECK (is_api_timestamp(eta)),
+  CONSTRAINT shipments_original_eta_is_api_timestamp CHECK (is_api_timestamp(original_eta)),
+  CONSTRAINT shipments_predicted_eta_is_api_timestamp CHECK (is_api_timestamp(predicted_eta)),
+  CONSTRAINT shipments_last_tracked_at_is_api_timestamp CHECK (is_api_timestamp(last_tracked_at)),
+  CONSTRAINT shipments_carrier_updated_at_is_api_timestamp CHECK (is_api_timestamp(carrier_updated_at)),
+  CONSTRAINT shipments_forwarder_eta_is_api_timestamp CHECK (is_api_timestamp(forwarder_eta)),
+  CONSTRAINT shipments_created_at_is_api_timestamp CHECK (is_api_timestamp(created_at)),
+  CONSTRAINT shipments_updated_at_is_api_timestamp CHECK (is_api_timestamp(updated_at)),
+  CONSTRAINT shipments_temperature_celsius_is_api_number CHECK (is_api_number(temperature_celsius))
 );
 
 -- list_shipments: visible shipments of an organization, newest first (keyset on id).
@@ -354,7 +394,12 @@ CREATE TABLE IF NOT EXISTS containers (
   temperature_celsius numeric(5, 2),
   created_at          timestamptz NOT NULL DEFAULT now(),
   CONSTRAINT containers_shipment_organization_fkey FOREIGN KEY (shipment_id, organization_id)
-    REFERENCES shipments (id, organization_id) ON UPDATE CASCADE ON DELETE CASCADE DEFERRABLE
+    REFERENCES shipments (id, organization_id) ON UPDATE CASCADE ON DELETE CASCADE DEFERRABLE,
+  -- What every reader can show (is_api_timestamp, is_api_number above).
+  CONSTRAINT containers_etd_is_api_timestamp CHECK (is_api_timestamp(etd)),
+  CONSTRAINT containers_eta_is_api_timestamp CHECK (is_api_timestamp(eta)),
+  CONSTRAINT containers_created_at_is_api_timestamp CHECK (is_api_timestamp(created_at)),
+  CONSTRAINT containers_temperature_celsius_is_api_number CHECK (is_api_number(temperature_celsius))
 );
 -- shipment containers (CONTAINERS_SQL in models/shipments.py), oldest first: created_at to the
 -- second as shown, then id. AT TIME ZONE 'UTC' makes the expression immutable, so indexable.
@@ -376,7 +421,10 @@ CREATE TABLE IF NOT EXISTS shipment_legs (
   destination_timezone text CHECK (destination_timezone ~ '^[+-][0-9]{2}:[0-9]{2}$'),
   etd                  timestamptz,
   eta                  timestamptz,
-  UNIQUE (shipment_id, position)
+  UNIQUE (shipment_id, position),
+  -- What every reader can show (is_api_timestamp, is_api_number above).
+  CONSTRAINT shipment_legs_etd_is_api_timestamp CHECK (is_api_timestamp(etd)),
+  CONSTRAINT shipment_legs_eta_is_api_timestamp CHECK (is_api_timestamp(eta))
 );
 
 CREATE TABLE IF NOT EXISTS tracking_events (
@@ -398,7 +446,10 @@ CREATE TABLE IF NOT EXISTS tracking_events (
   flight_number              text,
   latitude                   double precision CHECK (latitude BETWEEN -90 AND 90),
   longitude                  double precision CHECK (longitude BETWEEN -180 AND 180),
-  created_at                 timestamptz NOT NULL DEFAULT now()
+  created_at                 timestamptz NOT NULL DEFAULT now(),
+  -- What every reader can show (is_api_timestamp, is_api_number above).
+  CONSTRAINT tracking_events_occurred_at_is_api_timestamp CHECK (is_api_timestamp(occurred_at)),
+  CONSTRAINT tracking_events_created_at_is_api_timestamp CHECK (is_api_timestamp(created_at))
 );
 -- timeline events and free-time clocks of one shipment
 CREATE INDEX IF NOT EXISTS tracking_events_shipment_idx ON tracking_events (shipment_id, occurred_at);
@@ -429,7 +480,11 @@ CREATE TABLE IF NOT EXISTS eta_revisions (
   new_eta        timestamptz NOT NULL,
   slip_seconds   bigint GENERATED ALWAYS AS (extract(epoch FROM new_eta - previous_eta)::bigint) STORED,
   first_estimate boolean NOT NULL DEFAULT false,
-  backfilled     boolean NOT NULL DEFAULT false
+  backfilled     boolean NOT NULL DEFAULT false,
+  -- What every reader can show (is_api_timestamp, is_api_number above).
+  CONSTRAINT eta_revisions_observed_at_is_api_timestamp CHECK (is_api_timestamp(observed_at)),
+  CONSTRAINT eta_revisions_previous_eta_is_api_timestamp CHECK (is_api_timestamp(previous_eta)),
+  CONSTRAINT eta_revisions_new_eta_is_api_timestamp CHECK (is_api_timestamp(new_eta))
 );
 -- timeline ETA revisions, oldest first
 CREATE INDEX IF NOT EXISTS eta_revisions_shipment_idx ON eta_revisions (shipment_id, observed_at, id);
@@ -473,7 +528,10 @@ CREATE TABLE IF NOT EXISTS documents (
   CONSTRAINT documents_shipment_organization_fkey FOREIGN KEY (shipment_id, organization_id)
     REFERENCES shipments (id, organization_id) ON UPDATE CASCADE ON DELETE CASCADE DEFERRABLE,
   -- The key of a packing list's document (packing_lists_document_fkey).
-  UNIQUE (id, shipment_id)
+  UNIQUE (id, shipment_id),
+  -- What every reader can show (is_api_timestamp, is_api_number above).
+  CONSTRAINT documents_created_at_is_api_timestamp CHECK (is_api_timestamp(created_at)),
+  CONSTRAINT documents_updated_at_is_api_timestamp CHECK (is_api_timestamp(updated_at))
 );
 -- list_shipment_documents: current documents, oldest first (created_at to the second as shown, then id)
 CREATE INDEX IF NOT EXISTS documents_shipment_created_idx
@@ -484,7 +542,9 @@ CREATE TABLE IF NOT EXISTS document_data (
   document_id  bigint PRIMARY KEY REFERENCES documents (id) ON DELETE CASCADE,
   schema       text,
   fields       jsonb NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(fields) = 'object'),
-  extracted_at timestamptz NOT NULL DEFAULT now()
+  extracted_at timestamptz NOT NULL DEFAULT now(),
+  -- What every reader can show (is_api_timestamp, is_api_number above).
+  CONSTRAINT document_data_extracted_at_is_api_timestamp CHECK (is_api_timestamp(extracted_at))
 );
 
 -- Arrival notices carry free days (second source of terms); the latest wins.
@@ -495,7 +555,9 @@ CREATE TABLE IF NOT EXISTS arrival_notices (
   received_at         timestamptz NOT NULL DEFAULT now(),
   demurrage_free_days integer CHECK (demurrage_free_days >= 0),
   detention_free_days integer CHECK (detention_free_days >= 0),
-  free_days_basis     text CHECK (free_days_basis IN ('calendar', 'working'))
+  free_days_basis     text CHECK (free_days_basis IN ('calendar', 'working')),
+  -- What every reader can show (is_api_timestamp, is_api_number above).
+  CONSTRAINT arrival_notices_received_at_is_api_timestamp CHECK (is_api_timestamp(received_at))
 );
 CREATE INDEX IF NOT EXISTS arrival_notices_shipment_idx ON arrival_notices (shipment_id, received_at DESC);
 
@@ -518,7 +580,10 @@ CREATE TABLE IF NOT EXISTS packing_lists (
   CONSTRAINT packing_lists_document_fkey FOREIGN KEY (document_id, shipment_id)
     REFERENCES documents (id, shipment_id) ON DELETE SET NULL (document_id),
   -- The key of its pallets: a pallet names its packing list and its shipment (pallets_packing_list_fkey).
-  UNIQUE (id, shipment_id)
+  UNIQUE (id, shipment_id),
+  -- What every reader can show (is_api_timestamp, is_api_number above).
+  CONSTRAINT packing_lists_created_at_is_api_timestamp CHECK (is_api_timestamp(created_at)),
+  CONSTRAINT packing_lists_declared_net_weight_kg_is_api_number CHECK (is_api_number(declared_net_weight_kg))
 );
 -- list_shipment_packing_lists: packing lists of a shipment, oldest first (created_at to the second,
 -- then id); also the shipment's has_packing_list test in list_shipments and the cascade index.
@@ -564,7 +629,11 @@ CREATE TABLE IF NOT EXISTS packing_lines (
   gross_weight_kg  numeric(12, 3) NOT NULL DEFAULT 0,
   UNIQUE (pallet_id, line_index),
   CONSTRAINT packing_lines_pallet_fkey FOREIGN KEY (pallet_id, shipment_id)
-    REFERENCES pallets (id, shipment_id) ON UPDATE CASCADE ON DELETE CASCADE
+    REFERENCES pallets (id, shipment_id) ON UPDATE CASCADE ON DELETE CASCADE,
+  -- What every reader can show (is_api_timestamp, is_api_number above).
+  CONSTRAINT packing_lines_box_weight_kg_is_api_number CHECK (is_api_number(box_weight_kg)),
+  CONSTRAINT packing_lines_net_weight_kg_is_api_number CHECK (is_api_number(net_weight_kg)),
+  CONSTRAINT packing_lines_gross_weight_kg_is_api_number CHECK (is_api_number(gross_weight_kg))
 );
 -- shipment cargo sums, produce and organic
 CREATE INDEX IF NOT EXISTS packing_lines_shipment_idx ON packing_lines (shipment_id);
@@ -599,7 +668,12 @@ CREATE TABLE IF NOT EXISTS alerts (
   last_detected_at  timestamptz NOT NULL DEFAULT now(),
   resolved_at       timestamptz,
   CONSTRAINT alerts_shipment_organization_fkey FOREIGN KEY (shipment_id, organization_id)
-    REFERENCES shipments (id, organization_id) ON UPDATE CASCADE ON DELETE CASCADE DEFERRABLE
+    REFERENCES shipments (id, organization_id) ON UPDATE CASCADE ON DELETE CASCADE DEFERRABLE,
+  -- What every reader can show (is_api_timestamp, is_api_number above).
+  CONSTRAINT alerts_since_is_api_timestamp CHECK (is_api_timestamp(since)),
+  CONSTRAINT alerts_first_detected_at_is_api_timestamp CHECK (is_api_timestamp(first_detected_at)),
+  CONSTRAINT alerts_last_detected_at_is_api_timestamp CHECK (is_api_timestamp(last_detected_at)),
+  CONSTRAINT alerts_resolved_at_is_api_timestamp CHECK (is_api_timestamp(resolved_at))
 );
 -- list_alerts: open alerts, newest first
 CREATE INDEX IF NOT EXISTS alerts_open_idx ON alerts (organization_id, id DESC) WHERE resolved_at IS NULL;
@@ -613,7 +687,10 @@ CREATE TABLE IF NOT EXISTS check_runs (
   -- Set when the run (and any automatic validation) finishes.
   finished_at     timestamptz,
   CONSTRAINT check_runs_shipment_organization_fkey FOREIGN KEY (shipment_id, organization_id)
-    REFERENCES shipments (id, organization_id) ON UPDATE CASCADE ON DELETE CASCADE DEFERRABLE
+    REFERENCES shipments (id, organization_id) ON UPDATE CASCADE ON DELETE CASCADE DEFERRABLE,
+  -- What every reader can show (is_api_timestamp, is_api_number above).
+  CONSTRAINT check_runs_started_at_is_api_timestamp CHECK (is_api_timestamp(started_at)),
+  CONSTRAINT check_runs_finished_at_is_api_timestamp CHECK (is_api_timestamp(finished_at))
 );
 
 -- The current result of each check of a shipment; a run updates them.
@@ -631,7 +708,9 @@ CREATE TABLE IF NOT EXISTS checks (
   ran_at          timestamptz NOT NULL DEFAULT now(),
   UNIQUE (shipment_id, key),
   CONSTRAINT checks_shipment_organization_fkey FOREIGN KEY (shipment_id, organization_id)
-    REFERENCES shipments (id, organization_id) ON UPDATE CASCADE ON DELETE CASCADE DEFERRABLE
+    REFERENCES shipments (id, organization_id) ON UPDATE CASCADE ON DELETE CASCADE DEFERRABLE,
+  -- What every reader can show (is_api_timestamp, is_api_number above).
+  CONSTRAINT checks_ran_at_is_api_timestamp CHECK (is_api_timestamp(ran_at))
 );
 -- list_checks?status=...: newest first per status
 CREATE INDEX IF NOT EXISTS checks_list_idx ON checks (organization_id, status, id DESC);
@@ -1304,7 +1383,7 @@ CREATE TABLE IF NOT EXISTS webhook_endpoints (
   -- a dump or a backup signs nothing (docs/secret-key.md); the 'whsec_' secret itself in a deployment
   -- without a key, or upgraded and not yet through `flask --app app secrets encrypt`. The prefix is
   -- written `whsec[_]` so that a dump holds no whsec_ text at all: secret scanners look for it.
-  secret               text NOT NULL CHECK (secret ~ '^(whsec[_][A-Za-z0-9+/]+=*|fernet:[A-Za-z0-9_-]+=*)$'),
+  secret               text NOT NULL CHECK (secret ~ '^fernet:[A-Za-z0-9_-]+=*$' OR is_webhook_secret(secret)),
   enabled              boolean NOT NULL DEFAULT true,
   disabled_at          timestamptz,
   disabled_reason      text,

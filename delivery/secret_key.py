@@ -35,6 +35,11 @@ UNOPENED = ("the secret key does not open the stored secrets of webhook endpoint
 UNOPENED_NAMED = 10  # endpoints named in that line; the rest are counted
 # The error of a delivery's attempt when its endpoint's secret will not open: nothing was sent.
 NOT_SENT = f"not sent: the secret key does not open this endpoint's secret ({DOCS})"
+# ... when the secret opens (or is stored plain) but is not `whsec_` and base64, so nothing can be signed with it.
+# Unlike NOT_SENT, no key would open it: it is the endpoint's own failure, which counts toward disabling it
+# and e-mailing its admins, who can roll the secret.
+UNUSABLE = (f"not sent: this endpoint's secret is not whsec_ and base64, so nothing can be signed with it: roll it "
+            f"with `flask --app app webhooks roll-secret` ({DOCS})")
 
 # Opened secrets kept per stored value: the delivery loop opens the same endpoints' tokens at every claim, in
 # its one thread, and a decryption costs far more than the rest of handing a delivery to a worker.

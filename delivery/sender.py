@@ -35,6 +35,7 @@ from urllib3.util import SKIP_HEADER
 
 from api.ids import PREFIXES, format_id
 from delivery import signing, ssrf, transport
+from delivery.secret_key import UNUSABLE
 from models.webhook_deliveries import ClaimedDelivery
 
 log = logging.getLogger("delivery")
@@ -85,6 +86,10 @@ class Sender:
         """POST `body` signed for this attempt's `timestamp`; never raises for the receiver's faults."""
         started = time.monotonic()
         try:
+            signed = signing.headers(secret, message_id, timestamp, body)
+        except ValueError:
+            return Outcome(False, None, UNUSABLE, None, None, _ms(started))
+        try:
             if self.resolver is None and ssrf.names_an_address(url):
                 target = self.check(url)
             else:
@@ -98,7 +103,7 @@ class Sender:
             return Outcome(False, None, f"refused: {refusal}", None, None, _ms(started))
         host = _bracket(target.host)
         headers = {"Host": host if target.port == 443 else f"{host}:{target.port}",
-                   **signing.headers(secret, message_id, timestamp, body),
+                   **signed,
                    "Accept-Encoding": SKIP_HEADER}  # http.client would add "Accept-Encoding: identity"
         # requests adds Content-Length for the bytes body.
         outcome = self._exchange(target, headers, body, started, may_retry=True)

@@ -14,8 +14,10 @@ def new_secret():
 
 
 def secret_key(secret):
-    """The HMAC key of a `whsec_` secret."""
-    return base64.b64decode(secret.removeprefix(SECRET_PREFIX))
+    """The HMAC key of a `whsec_` secret; ValueError when the secret is not `whsec_` and base64."""
+    if not secret.startswith(SECRET_PREFIX):
+        raise ValueError("the secret does not start with whsec_")
+    return base64.b64decode(secret.removeprefix(SECRET_PREFIX), validate=True)
 
 
 def sign(secret, message_id, timestamp, body):

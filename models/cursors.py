@@ -4,6 +4,7 @@ Where the driver is called (a statement, a fetch, a commit, a rollback), its err
 is away is raised as the project's own (models/db_errors.py); a statement's error passes as it is.
 """
 import re
+from datetime import datetime, timezone
 
 import psycopg2
 import psycopg2.extensions
@@ -11,6 +12,34 @@ import psycopg2.extensions
 from models.db_errors import translate
 
 _IDLE = psycopg2.extensions.TRANSACTION_STATUS_IDLE
+
+# The ends of what schema.sql's is_api_timestamp accepts. A value outside them ('infinity', a BC date, a
+# year past 9999: stored before that rule, or by a writer the rule did not hold) reads as the nearest end
+# rather than raising in the fetch: one such row would otherwise take away every page it is on. The driver
+# raises ValueError for the years Python cannot hold and reads 'infinity' as datetime.max.
+EARLIEST = datetime(1, 1, 2, tzinfo=timezone.utc)
+LATEST = datetime(9999, 12, 30, 23, 59, 59, 999999, tzinfo=timezone.utc)
+
+
+def _shown(cast, earliest, latest):
+    def shown(value, cur):
+        try:
+            moment = cast(value, cur)
+        except ValueError:
+            return earliest if value.endswith(" BC") else latest
+        if moment is None:
+            return None
+        return min(max(moment, earliest), latest)
+    return shown
+
+
+_TIMESTAMPTZ = psycopg2.extensions.new_type((1184,), "TIMESTAMPTZ_SHOWN",
+                                            _shown(psycopg2.extensions.PYDATETIMETZ, EARLIEST, LATEST))
+_DATE = psycopg2.extensions.new_type((1082,), "DATE_SHOWN",
+                                     _shown(psycopg2.extensions.PYDATE, EARLIEST.date(), LATEST.date()))
+for _type, _array_oid in ((_TIMESTAMPTZ, 1185), (_DATE, 1182)):
+    psycopg2.extensions.register_type(_type)
+    psycopg2.extensions.register_type(psycopg2.extensions.new_array_type((_array_oid,), f"{_type.name}[]", _type))
 
 
 class Cursor(psycopg2.extensions.cursor):

@@ -1,4 +1,5 @@
 """Field types shared by every resource schema."""
+import math
 from datetime import timezone
 
 from marshmallow import fields
@@ -31,6 +32,18 @@ class UtcDateTime(fields.DateTime):
             return None
         # isoformat rather than strftime: it does less work, and this runs for every timestamp of every answer.
         return value.astimezone(timezone.utc).replace(microsecond=0, tzinfo=None).isoformat() + "Z"
+
+
+class Number(fields.Float):
+    """A stored number; 'NaN' or an infinity, which JSON cannot write, is null.
+
+    schema.sql's is_api_number keeps them out of the application's tables; this keeps a row stored before
+    that rule from putting a bare NaN, which no JSON parser reads, in a page, an event or a webhook body.
+    """
+
+    def _serialize(self, value, attr, obj, **kwargs):
+        number = super()._serialize(value, attr, obj, **kwargs)
+        return number if number is None or math.isfinite(number) else None
 
 
 class LocalDateTime(fields.DateTime):

@@ -1,7 +1,7 @@
 """PackingList with its pallets and lines."""
 from marshmallow import Schema, fields
 
-from api.schemas.fields import Id, doc
+from api.schemas.fields import Id, Number, doc
 
 
 class PackingLineSchema(Schema):
@@ -17,9 +17,9 @@ class PackingLineSchema(Schema):
     label = fields.String(metadata=doc("Label (brand) on the boxes."))
     ggn = fields.String(metadata=doc("GLOBALG.A.P. number."))
     box_count = fields.Integer(metadata=doc("Number of boxes."))
-    box_weight_kg = fields.Float(metadata=doc("Weight of one box in kilograms."))
-    net_weight_kg = fields.Float(metadata=doc("Net weight in kilograms."))
-    gross_weight_kg = fields.Float(metadata=doc("Gross weight in kilograms."))
+    box_weight_kg = Number(metadata=doc("Weight of one box in kilograms."))
+    net_weight_kg = Number(metadata=doc("Net weight in kilograms."))
+    gross_weight_kg = Number(metadata=doc("Gross weight in kilograms."))
 
 
 class PalletSchema(Schema):
@@ -33,7 +33,7 @@ class PalletSchema(Schema):
 class PackingListTotalsSchema(Schema):
     pallets = fields.Integer(metadata=doc("Pallets on the packing list."))
     boxes = fields.Integer(metadata=doc("Boxes on its lines."))
-    net_weight_kg = fields.Float(metadata=doc("Net weight of its lines in kilograms."))
+    net_weight_kg = Number(metadata=doc("Net weight of its lines in kilograms."))
 
 
 class PackingListSchema(Schema):
@@ -44,6 +44,6 @@ class PackingListSchema(Schema):
     container_id = Id("ctr", "The container it covers; null when not known.", allow_none=True)
     reference = fields.String(metadata=doc("Packing list number."))
     declared_box_count = fields.Integer(metadata=doc("Box count the document declares."))
-    declared_net_weight_kg = fields.Float(metadata=doc("Net weight the document declares, in kilograms."))
+    declared_net_weight_kg = Number(metadata=doc("Net weight the document declares, in kilograms."))
     totals = fields.Nested(PackingListTotalsSchema, metadata=doc("Totals computed from the pallets and lines."))
     pallets = fields.List(fields.Nested(PalletSchema), metadata=doc("Pallets, oldest first."))

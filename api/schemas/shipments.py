@@ -1,7 +1,7 @@
 """Shipment and the objects embedded in it: Place, Container, Label and the small summaries."""
 from marshmallow import Schema, fields
 
-from api.schemas.fields import Id, UtcDateTime, doc, enum, nullable_string
+from api.schemas.fields import Id, Number, UtcDateTime, doc, enum, nullable_string
 
 SHIPMENT_STATUSES = ("draft", "validated", "in_transit", "arrived", "error", "in_warehouse")
 TRANSPORT_TYPES = ("ocean", "air", "road")
@@ -30,7 +30,7 @@ class ContainerSchema(Schema):
     etd = UtcDateTime(allow_none=True, metadata=doc("Estimated departure."))
     eta = UtcDateTime(allow_none=True, metadata=doc("Estimated arrival."))
     cargo_type = enum(CARGO_TYPES, "Cargo type.", allow_none=True)
-    temperature_celsius = fields.Float(allow_none=True, metadata=doc("Set point in degrees Celsius."))
+    temperature_celsius = Number(allow_none=True, metadata=doc("Set point in degrees Celsius."))
 
 
 class LabelSchema(Schema):
@@ -66,8 +66,8 @@ class PartiesSchema(Schema):
 class CargoSchema(Schema):
     pallets = fields.Integer(metadata=doc("Pallets, including those on no packing list."))
     boxes = fields.Integer(metadata=doc("Boxes on the packing lines."))
-    net_weight_kg = fields.Float(metadata=doc("Net weight in kilograms."))
-    gross_weight_kg = fields.Float(metadata=doc("Gross weight in kilograms."))
+    net_weight_kg = Number(metadata=doc("Net weight in kilograms."))
+    gross_weight_kg = Number(metadata=doc("Gross weight in kilograms."))
 
 
 class CheckCountsSchema(Schema):
@@ -93,7 +93,7 @@ class ShipmentSchema(Schema):
                                     allow_none=True)
     transport_type = enum(TRANSPORT_TYPES, "Only ocean and air are tracked by a carrier feed.", allow_none=True)
     cargo_type = enum(CARGO_TYPES, "Cargo type.", allow_none=True)
-    temperature_celsius = fields.Float(allow_none=True, metadata=doc("Set point in degrees Celsius."))
+    temperature_celsius = Number(allow_none=True, metadata=doc("Set point in degrees Celsius."))
     status = enum(SHIPMENT_STATUSES, "Shipment status.")
     archived = fields.Boolean(metadata=doc("Whether the shipment is archived."))
     archived_at = UtcDateTime(allow_none=True, metadata=doc("When it was archived."))

@@ -158,7 +158,7 @@ def test_metrics_count_database_errors_and_503s():
 def test_metrics_read_the_delivery_backlog_render_failures_and_the_feeds_lag(client, conn, database_url):
     organization = make_org(conn)
     endpoint = insert(conn, "webhook_endpoints", organization_id=organization, url="https://receiver.test/",
-                      event_types=["alert.created"], secret="whsec_c2VjcmV0")
+                      event_types=["alert.created"], secret="whsec_" + "c2VjcmV0" * 4)
     for _ in range(2):
         event = insert(conn, "events", organization_id=organization, type="webhook.test", endpoint_id=endpoint,
                        state="render_failed", render_error="ValueError: no")

@@ -6,9 +6,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from delivery.secret_key import UNUSABLE, SecretKeys
 from models import webhooks
 from tests.support.factories import make_org, make_shipment
-from tests.support.webhooks import Clock, add_endpoint, run_pass
+from tests.support.webhooks import TEST_SECRET_KEY, Clock, add_endpoint, run_pass
 
 STATUSES = ("validated", "in_transit", "arrived", "in_warehouse", "draft")
 
@@ -186,3 +187,24 @@ def test_warning_logged_without_smtp(world, smtp_server, caplog):
     assert smtp_server["messages"] == [] and endpoint(world)["failure_warned_at"] is None
     assert (f"endpoint failing for 24 hours but SHIPTRACK_SMTP_HOST is not set; admins not e-mailed "
             f"endpoint_id=whe_{world['endpoint']['id']}") in caplog.messages
+
+
+@pytest.mark.parametrize("secret", ["whsec_A", "whsec_ab!c"])
+def test_a_secret_that_signs_nothing_fails_each_attempt_disables_and_tells_the_admins(world, receiver, smtp_server,
+                                                                                      secret):
+    # Stored sealed: the database's rule (is_webhook_secret) cannot see inside, so only the sender meets it.
+    with world["conn"].cursor() as cur:
+        cur.execute("UPDATE webhook_endpoints SET secret = %s WHERE id = %s",
+                    (SecretKeys([TEST_SECRET_KEY]).seal(secret), world["endpoint"]["id"]))
+    for hours in (0, 20, 44, 68):
+        event_at(world, hours)
+    drive(world, 76)
+    found = endpoint(world)
+    assert (found["enabled"], found["failing_since"]) == (False, world["start"])
+    assert [_subject(message) for message in smtp_server["messages"]] == [
+        f"Webhook endpoint whe_{found['id']} is failing and will be disabled",
+        f"Webhook endpoint whe_{found['id']} was disabled"]
+    assert receiver.requests == []
+    with world["conn"].cursor() as cur:
+        cur.execute("SELECT state, status_code, error, count(*) FROM webhook_attempts GROUP BY 1, 2, 3")
+        assert cur.fetchall() == [{"state": "failed", "status_code": None, "error": UNUSABLE, "count": 30}]

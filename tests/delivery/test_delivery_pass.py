@@ -1,10 +1,12 @@
 """One delivery pass end to end: real PostgreSQL, a real HTTPS receiver, signatures checked by standardwebhooks."""
 import json
 
+import pytest
 import standardwebhooks
 
 from models import webhooks
 from tests.support.factories import auth, make_org, make_shipment, make_token
+from tests.support.values import EARLIEST, LATEST, without_value_rules
 from tests.support.webhooks import add_endpoint, event_bodies, run_pass
 
 
@@ -153,3 +155,24 @@ def test_eta_changed_previous_attributes(conn, receiver, settings):
     assert body["type"] == "shipment.eta_changed"
     assert body["data"]["previous_attributes"] == {"eta": "2026-11-01T10:00:00Z"}
     assert body["data"]["object"]["eta"] == "2026-11-04T06:00:00Z"
+
+
+@pytest.mark.parametrize("forwarder_eta, shown", [("9999-12-31 23:00-05", LATEST), ("0044-03-15 BC", EARLIEST),
+                                                  ("infinity", LATEST)])
+def test_a_shipment_stored_before_the_value_rules_is_delivered_as_json(conn, receiver, settings, forwarder_eta,
+                                                                       shown):
+    org = make_org(conn, "acme")
+    endpoint = add_endpoint(conn, org, receiver.url("/ok"))
+    with without_value_rules(conn):
+        sid = make_shipment(conn, org, forwarder_eta=forwarder_eta, temperature_celsius="NaN")
+        with conn.cursor() as cur:
+            cur.execute("UPDATE shipments SET status = 'validated' WHERE id = %s", (sid,))
+        run_pass(settings)
+    (request,) = receiver.requests
+    standardwebhooks.Webhook(endpoint["secret"]).verify(request["body"], request["headers"])
+    body = json.loads(request["body"], parse_constant=_refuse)
+    assert (body["data"]["object"]["forwarder_eta"], body["data"]["object"]["temperature_celsius"]) == (shown, None)
+
+
+def _refuse(constant):
+    raise ValueError(f"{constant} is not JSON")

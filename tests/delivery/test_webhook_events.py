@@ -2,6 +2,7 @@
 import psycopg2
 import pytest
 
+from delivery import signing
 from models import db
 from tests.support.databases import apply_schema
 from tests.support.factories import insert, make_org, make_shipment
@@ -168,7 +169,7 @@ def test_schema_applies_twice(conn):
 def test_at_most_five_endpoints_in_the_database(conn):
     org = make_org(conn, "acme")
     row = {"organization_id": org, "url": "https://example.com/", "event_types": ["alert.created"],
-           "secret": "whsec_AAAA"}
+           "secret": signing.new_secret()}
     for _ in range(5):
         insert(conn, "webhook_endpoints", **row)
     with pytest.raises(psycopg2.errors.CheckViolation):

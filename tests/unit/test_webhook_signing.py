@@ -2,6 +2,7 @@
 import base64
 from datetime import datetime, timezone
 
+import pytest
 import standardwebhooks
 
 from delivery import signing
@@ -34,3 +35,10 @@ def test_headers_are_exactly_the_specs():
     assert headers == {"webhook-id": MESSAGE_ID, "webhook-timestamp": "1614265330",
                        "webhook-signature": "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=",
                        "Content-Type": "application/json", "User-Agent": "Service-Webhooks/1.0"}
+
+
+@pytest.mark.parametrize("secret", ["whsec_A", "whsec_AAA", "whsec_AA=A", "whsec_ab!c", "whsec_AAAA ", "MfKQ9r8G",
+                                    "fernet:gAAAAABk"])
+def test_a_secret_that_is_not_whsec_and_base64_signs_nothing(secret):
+    with pytest.raises(ValueError):
+        signing.sign(secret, MESSAGE_ID, TIMESTAMP, BODY)
