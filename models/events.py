@@ -31,13 +31,33 @@ class PendingEvent:
                    organization_version=row["organization_version"])
 
 
-# claim_unrendered: events waiting for their body, oldest first; SKIP LOCKED lets passes overlap.
+# claim_unrendered: events waiting for their body, taken in turns between organizations, so that one
+# organization's backlog never holds up another's events: each organization waiting (found by a skip scan of
+# events_pending_organization_idx, a probe per organization) offers its oldest pending events numbered 1, 2, ...,
+# and a batch takes the first turn of every organization, oldest first, before anyone's second.  An organization
+# alone fills the batch.  Each offers four batches' worth: past the rows another pass holds (SKIP LOCKED),
+# overlapping passes take the next ones.  Rows are locked as the batch takes them, never more.
 _CLAIM_UNRENDERED_SQL = """
+WITH RECURSIVE waiting (organization_id) AS (
+  SELECT min(organization_id) FROM events WHERE state = 'pending'
+  UNION ALL
+  SELECT (SELECT min(ev.organization_id) FROM events ev
+           WHERE ev.state = 'pending' AND ev.organization_id > w.organization_id)
+    FROM waiting w WHERE w.organization_id IS NOT NULL
+)
 SELECT ev.id, ev.organization_id, ev.type, ev.shipment_id, ev.alert_id, ev.check_run_id, ev.endpoint_id,
        ev.previous_attributes, ev.data_extra, ev.created_at, o.api_version AS organization_version
-  FROM events ev JOIN organizations o ON o.id = ev.organization_id
- WHERE ev.state = 'pending' AND (%(ids)s::bigint[] IS NULL OR ev.id = ANY (%(ids)s::bigint[]))
- ORDER BY ev.id
+  FROM waiting w
+ CROSS JOIN LATERAL unnest(ARRAY(
+         SELECT p.id FROM events p
+          WHERE p.organization_id = w.organization_id AND p.state = 'pending'
+            AND (%(ids)s::bigint[] IS NULL OR p.id = ANY (%(ids)s::bigint[]))
+          ORDER BY p.id
+          LIMIT %(limit)s * 4)) WITH ORDINALITY AS t (id, turn)
+  JOIN events ev ON ev.id = t.id
+  JOIN organizations o ON o.id = ev.organization_id
+ WHERE ev.state = 'pending'
+ ORDER BY t.turn, t.id
  LIMIT %(limit)s
    FOR UPDATE OF ev SKIP LOCKED
 """
@@ -117,7 +137,7 @@ DELETE FROM events WHERE id IN (
 
 
 def claim_unrendered(conn, limit, event_ids=None):
-    """Lock up to `limit` events waiting to be rendered (only `event_ids` when given); PendingEvents."""
+    """Lock up to `limit` waiting events, in turns between organizations (only `event_ids` if given); PendingEvents."""
     with conn.cursor() as cur:
         cur.execute(_CLAIM_UNRENDERED_SQL, {"limit": limit, "ids": event_ids})
         return [PendingEvent.from_row(row) for row in cur.fetchall()]

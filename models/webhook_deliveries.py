@@ -61,7 +61,10 @@ UPDATE webhook_deliveries d SET next_attempt_at = %(now)s
 # claim_due: lock_claimable_endpoints (schema.sql) keeping the locked endpoints in a transaction-local setting,
 # then the claim, in one round trip: up to `cap` in flight per endpoint in all processes, due deliveries leased
 # by pushing next_attempt_at forward (a dead pass's work is due again when the lease ends), and their attempts
-# started (start_attempts, schema.sql).
+# started (start_attempts, schema.sql).  Deliveries are taken in turns between organizations: the first of each
+# organization (earliest due first) before anyone's second, so that one organization's backlog cannot fill a
+# claim while another's delivery waits (the turns need every locked endpoint's free share read and locked first:
+# at most `cap` rows per endpoint, of endpoints no other claim may touch meanwhile).
 _CLAIM_DUE_SQL = """
 SELECT set_config('shiptrack.claimable', (SELECT coalesce(string_agg(id::text, ','), '')
                                             FROM lock_claimable_endpoints(%(now)s, %(limit)s, %(space)s) AS id),
@@ -70,20 +73,24 @@ WITH free AS (
   -- The FILTER keeps state and next_attempt_at out of the scan's conditions, so that it reads the few
   -- leased rows (webhook_deliveries_leased_idx), not every pending row due later (next_idx: an endpoint
   -- with thousands of retries waiting made each claim cost 10 ms of server CPU).
-  SELECT f.endpoint_id, %(cap)s - (SELECT count(*) FILTER (WHERE l.state = 'pending' AND l.next_attempt_at > %(now)s)
-                                     FROM webhook_deliveries l
-                                    WHERE l.endpoint_id = f.endpoint_id AND l.lease_token IS NOT NULL) AS free
+  SELECT f.endpoint_id, e.organization_id,
+         %(cap)s - (SELECT count(*) FILTER (WHERE l.state = 'pending' AND l.next_attempt_at > %(now)s)
+                      FROM webhook_deliveries l
+                     WHERE l.endpoint_id = f.endpoint_id AND l.lease_token IS NOT NULL) AS free
     FROM unnest(string_to_array(current_setting('shiptrack.claimable', true), ',')::bigint[]) AS f (endpoint_id)
+    JOIN webhook_endpoints e ON e.id = f.endpoint_id
 ), picked AS (
   SELECT d.id
     FROM free f
    CROSS JOIN LATERAL (
-     SELECT d.id FROM webhook_deliveries d
+     SELECT d.id, d.next_attempt_at FROM webhook_deliveries d
       WHERE d.endpoint_id = f.endpoint_id AND d.state = 'pending' AND d.next_attempt_at <= %(now)s
       ORDER BY d.next_attempt_at, d.id
       LIMIT f.free
         FOR UPDATE SKIP LOCKED) d
    WHERE f.free > 0
+   ORDER BY row_number() OVER (PARTITION BY f.organization_id ORDER BY d.next_attempt_at, d.id),
+            d.next_attempt_at, d.id
    LIMIT %(limit)s
 ), claimed AS (
   UPDATE webhook_deliveries d
