@@ -18,7 +18,7 @@ from serving import REQUEST_SECONDS
 from tests.support import operations
 from tests.support.factories import insert, make_org, make_shipment, make_token
 from tests.support.processes import gunicorn, wait_for
-from tests.support.slow_clients import SlowClients, SlowReaders, probe, slow_body, slow_head
+from tests.support.slow_clients import SlowClients, SlowReaders, probe, slow_body, slow_head, trickled_body
 
 SLOW_CLIENTS = 8
 # Long enough for every slow client's first request to be cut (REQUEST_SECONDS), and the service seen after.
@@ -194,20 +194,12 @@ def test_a_response_not_read_by_its_deadline_is_cut_logged_and_counted(database_
     assert 'shiptrack_http_responses_cut_total{route="/documents/<document_id>/file"} 1.0' in metrics
 
 
-def trickled_mcp_body():
-    """(what is sent at once, what is trickled): a POST /mcp of 65,536 bytes without a token, 17,000 of them at once."""
-    body = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}'.ljust(65536)
-    head = (b"POST /mcp HTTP/1.1\r\nHost: shiptrack.example\r\nContent-Type: application/json\r\n"
-            b"Accept: application/json, text/event-stream\r\nContent-Length: 65536\r\n\r\n")
-    return head + body[:17000], body[17000:]
-
-
 @pytest.mark.slow
 def test_seventy_trickled_mcp_bodies_wait_in_haproxy_while_healthz_answers(database_url, conn, tmp_path):
     """More trickling bodies than two workers have threads: haproxy holds each whole body, none reaches gunicorn."""
     with served("haproxy", database_url, tmp_path) as base:
         host, port = base.removeprefix("http://").split(":")
-        with SlowClients((host, int(port)), [trickled_mcp_body()] * 70) as trickling:
+        with SlowClients((host, int(port)), [trickled_body()] * 70) as trickling:
             time.sleep(2)
             statuses = []
             for _ in range(16):

@@ -1,4 +1,4 @@
-"""Clients that send a request a byte a second, and probes counting the other requests answered in time."""
+"""Clients that send a request a byte a second or read an answer a few bytes a second, and probes of the others."""
 import select
 import socket
 import threading
@@ -24,6 +24,14 @@ def slow_body(host, token=None):
     if token:
         lines.append(f"Authorization: Bearer {token}")
     return ("\r\n".join(lines) + "\r\n\r\n").encode(), message
+
+
+def trickled_body():
+    """A POST /mcp of 65,536 bytes without a token: (its head and 17,000 bytes of its body, the rest to trickle)."""
+    body = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}'.ljust(65536)
+    head = (b"POST /mcp HTTP/1.1\r\nHost: shiptrack.example\r\nContent-Type: application/json\r\n"
+            b"Accept: application/json, text/event-stream\r\nContent-Length: 65536\r\n\r\n")
+    return head + body[:17000], body[17000:]
 
 
 @dataclass
