@@ -46,7 +46,7 @@ class RequestTimeout(Exception):
 
 
 class ResponseTimeout(TimeoutError):
-    """A response the client had not read by its deadline (RESPONSE_SECONDS plus its bytes at RESPONSE_BYTES_PER_SECOND).
+    """A response not read by its deadline: RESPONSE_SECONDS plus its length at RESPONSE_BYTES_PER_SECOND.
 
     A TimeoutError, so gunicorn passes it on as a socket's error instead of answering it.
     """
