@@ -186,7 +186,8 @@ def test_a_response_not_read_by_its_deadline_is_cut_logged_and_counted(database_
             except ConnectionResetError:
                 closed = "reset"
         metrics = requests.get(f"{base}/metrics", timeout=ANSWER_SECONDS).text
-    assert closed in ("reset", "end of stream") and len(received) < FILE_BYTES
+    # Reset, not closed in order: the kernel drops what it held for the client instead of sending it on.
+    assert (closed, received[:17]) == ("reset", b"HTTP/1.1 200 OK\r\n") and len(received) < FILE_BYTES / 100
     [line] = [line for line in log.read_text().splitlines() if "Response of" in line]
     assert "[WARNING] Response of /documents/<document_id>/file cut: the client had not read it within " in line
     assert line.endswith("(RESPONSE_SECONDS plus its length at RESPONSE_BYTES_PER_SECOND); connection closed, "
