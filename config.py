@@ -28,6 +28,12 @@ DEFAULTS = {
     # The API's GETs take none; the largest JSON-RPC message /mcp is sent, a tools/call with every argument
     # at its longest, is about 8 KB (tests/contract/test_request_bodies.py), so 64 KiB leaves room for any client.
     "MAX_CONTENT_LENGTH": 65536,
+    # Writing a response (serving.py, docs/decisions-http.md "Slow readers"): it must be read within
+    # RESPONSE_SECONDS plus its length at RESPONSE_BYTES_PER_SECOND, else its connection is closed. 30 s covers
+    # the application's own time (its database waits are bounded well inside it) and a slow link's start.
+    "RESPONSE_SECONDS": 30,
+    # 16 KiB/s (about 130 kbit/s, a poor mobile link): a 25 MB document file is given 30 + 1,526 s.
+    "RESPONSE_BYTES_PER_SECOND": 16384,
     # Proxies in front of the service whose X-Forwarded-For hop is trusted; 0 trusts none (direct exposure).
     "TRUSTED_PROXIES": 0,
     # The service's own domain; it and its subdomains are refused as webhook hosts.

@@ -18,6 +18,10 @@ threads = 32
 # Each response closes its connection: a front that keeps idle connections to an instance longer than
 # gunicorn does would now and then send a request on one gunicorn has just closed (a 502 for a POST).
 keepalive = 0
+# Every byte of a response is written by socket.sendall, which serving.py holds to the response's write
+# deadline; sendfile(2) would wait on a client that reads slowly with a timeout per wait, not for the whole.
+# A file is then read and written in 8 KiB pieces (werkzeug's FileWrapper): docs/performance.md has the cost.
+sendfile = False
 
 # No control socket (gunicorn's `gunicornc`): every instance on a host would share the one default path,
 # and stopping one removes the others'. Instances are managed with signals (systemd, a Procfile manager).

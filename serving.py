@@ -1,4 +1,5 @@
-"""The gunicorn worker: threads that read each request whole, within a deadline, before the application sees it.
+"""The gunicorn worker: threads that read each request whole, within a deadline, before the application sees it,
+and write each response within a deadline of its own, after the request has left its place in the application.
 
 Requests gunicorn refuses itself are answered with the API's JSON error body (docs/decisions.md, "HTTP edges").
 """
@@ -6,6 +7,7 @@ import io
 import json
 import socket
 import ssl
+import struct
 import threading
 import time
 from datetime import datetime
@@ -16,9 +18,11 @@ from gunicorn.http.body import LengthReader
 from gunicorn.http.wsgi import Response, default_environ
 from gunicorn.workers.gthread import ThreadWorker
 
+from api import metrics
 from api.errors import InternalError, InvalidParameter
 from api.observe import request_id
 from config import load_config
+from logs import ENVIRON_REQUEST_ID, ENVIRON_ROUTE
 
 # A request's head and body must have arrived this many seconds after its worker thread started on it. Each
 # read has the time left, not a time of its own: a client sending a byte a second would meet any per-read
@@ -39,6 +43,13 @@ class RequestTimeout(Exception):
 
     def __str__(self):
         return f"the request had not arrived whole after {REQUEST_SECONDS} s"
+
+
+class ResponseTimeout(TimeoutError):
+    """A response not read by its deadline: RESPONSE_SECONDS plus its length at RESPONSE_BYTES_PER_SECOND.
+
+    A TimeoutError, so gunicorn passes it on as a socket's error instead of answering it.
+    """
 
 
 def client_error(exc, cfg):
@@ -81,24 +92,47 @@ def error_bytes(error):
 
 
 class ClientSocket(socket.socket):
-    """A client's connection whose reads fail with RequestTimeout once `deadline` (time.monotonic()) has passed."""
+    """A client's connection whose reads and writes fail once their deadline (time.monotonic()) has passed.
+
+    Each write moves the write deadline on by its bytes' share (`seconds_per_byte`): a response is
+    given a base time plus its length at a minimum rate, however the application cuts it in pieces.
+    """
 
     deadline = None
+    write_deadline = None
+    seconds_per_byte = 0.0
+    # The WSGI environ of the response being written (its request id and route, for the log of a cut).
+    environ = None
 
     def recv(self, size, flags=0):
         """socket.recv, given only the time left before the deadline, if one is set."""
-        if self.deadline is None:
-            return super().recv(size, flags)
-        remaining = self.deadline - time.monotonic()
+        return self._within(self.deadline, RequestTimeout, super().recv, size, flags)
+
+    def sendall(self, data, flags=0):
+        """socket.sendall, given only the time left before the write deadline (moved on by `data`), if one is set."""
+        if self.write_deadline is not None:
+            self.write_deadline += len(data) * self.seconds_per_byte
+        return self._within(self.write_deadline, ResponseTimeout, super().sendall, data, flags)
+
+    def _within(self, deadline, timeout, call, *args):
+        # A timeout per call would be met by a client taking a byte a second: each call gets the time left.
+        if deadline is None:
+            return call(*args)
+        remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise RequestTimeout()
+            raise timeout()
         self.settimeout(remaining)
         try:
-            return super().recv(size, flags)
+            return call(*args)
         except TimeoutError:
-            raise RequestTimeout() from None
+            raise timeout() from None
         finally:
             self.settimeout(None)
+
+    def abort(self):
+        """Close at once, with a reset: what the client has not read is dropped, not sent on after the close."""
+        self.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.close()
 
 
 class ReceivedBody(io.BytesIO):
@@ -124,17 +158,40 @@ class JsonErrorWorker(ThreadWorker):
     """gunicorn's gthread worker, reading requests whole within REQUEST_SECONDS; its own answers are JSON.
 
     A slow client holds one of the worker's threads for REQUEST_SECONDS at most, never the process, a
-    database connection or a place among the requests the application runs at once.
+    database connection or a place among the requests the application runs at once. A slow reader
+    holds a thread until its response's write deadline, and nothing else: the application has returned
+    (and its connection with it) before the first byte is written.
     """
 
     def init_process(self):
-        """Read the settings the worker keeps to (the body limit, the pool size), then run."""
+        """Read the settings the worker keeps to (the body limit, the pool size, the write deadline), then run."""
         settings = load_config()
         self.body_limit = settings["MAX_CONTENT_LENGTH"]
         # A request in the application holds at most one pooled connection: no more run at once than the pool
         # holds, so the others wait here for one rather than fail for want of a connection (models/db.py).
         self.in_application = threading.BoundedSemaphore(int(settings["DATABASE_POOL_SIZE"]))
+        self.response_seconds = float(settings["RESPONSE_SECONDS"])
+        self.seconds_per_byte = 1 / float(settings["RESPONSE_BYTES_PER_SECOND"])
+        self.recording = bool(settings["METRICS_ENABLED"])
         super().init_process()
+
+    def load_wsgi(self):
+        """gunicorn's application, run in one of the `in_application` places, which it leaves when it returns.
+
+        Flask returns the connection to the pool (a teardown) before it returns the response's body, which
+        gunicorn writes afterwards: a file as a wrapper it reads while writing, anything else already in memory.
+        """
+        super().load_wsgi()
+        application = self.wsgi
+
+        def in_place(environ, start_response):
+            with self.in_application:
+                body = application(environ, start_response)
+            if isinstance(environ["gunicorn.socket"], ClientSocket):
+                environ["gunicorn.socket"].environ = environ
+            return body
+
+        self.wsgi = in_place
 
     def handle(self, conn):
         """ThreadWorker.handle with a deadline on reading the request, closing the connection in this thread."""
@@ -148,10 +205,11 @@ class JsonErrorWorker(ThreadWorker):
             keep = super().handle(conn)
         finally:
             if reading:
-                conn.sock.deadline = None
+                conn.sock.deadline = conn.sock.write_deadline = conn.sock.environ = None
         if keep is False:
             # Here, not in the worker's main loop, which would wait up to 2 s on a client that does not close.
-            util.close_graceful(conn.sock)
+            if conn.sock.fileno() != -1:  # not aborted already
+                util.close_graceful(conn.sock)
             return _CLOSED
         return keep
 
@@ -163,10 +221,31 @@ class JsonErrorWorker(ThreadWorker):
         super().finish_request(conn, fs)
 
     def handle_request(self, req, conn):
-        """Receive the body first, then run the application when fewer than the pool's size run already."""
+        """Receive the body first, then run the application (load_wsgi) and write its answer within a deadline."""
         self.receive_body(req, conn.sock)
-        with self.in_application:
+        if not isinstance(conn.sock, ClientSocket):
             return super().handle_request(req, conn)
+        conn.sock.seconds_per_byte = self.seconds_per_byte
+        started = time.monotonic()
+        conn.sock.write_deadline = started + self.response_seconds
+        try:
+            return super().handle_request(req, conn)
+        except ResponseTimeout:
+            self.cut(conn.sock, time.monotonic() - started)
+            return False
+
+    def cut(self, sock, seconds):
+        """Close the connection of a response not read by its deadline; one WARNING line, one count."""
+        environ = sock.environ or {}
+        route = environ.get(ENVIRON_ROUTE) or metrics.UNMATCHED_ROUTE
+        sock.abort()
+        # gunicorn's text lines do not name the request: the message does (JSON lines have the field too).
+        self.log.warning("Response of %s cut: the client had not read it within %.1f s (RESPONSE_SECONDS plus "
+                         "its length at RESPONSE_BYTES_PER_SECOND); connection closed, request_id=%s", route, seconds,
+                         environ.get(ENVIRON_REQUEST_ID), extra={"request_id": environ.get(ENVIRON_REQUEST_ID),
+                                                                 "route": route})
+        if self.recording:
+            metrics.RESPONSES_CUT.labels(route).inc()
 
     def receive_body(self, req, sock):
         """Read the request's body into memory, up to body_limit + 1 bytes, so no client is waited on later.

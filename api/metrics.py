@@ -43,6 +43,10 @@ DURATION = Histogram("shiptrack_http_request_duration_seconds", "Time to answer 
 RATE_LIMIT_REFUSALS = Counter("shiptrack_rate_limit_refusals_total",
                               "Requests answered 429, by the limit they passed (per_token, per_ip, anonymous_per_ip).",
                               ["limit"])
+# Counted by the gunicorn worker (serving.py): such a response was counted above, by its status, when it began.
+RESPONSES_CUT = Counter("shiptrack_http_responses_cut_total",
+                        "Responses whose connection was closed because the client had not read them by their "
+                        "deadline, by URL rule.", ["route"])
 DATABASE_ERRORS = Counter("shiptrack_database_errors_total",
                           "Requests that met a database error: unavailable or conflict (503), statement (500).",
                           ["kind"])

@@ -1,7 +1,10 @@
 """Slow clients cannot starve the service: gunicorn as the README starts it, alone or behind monitoring.md's fronts.
 
 Eight clients send requests a byte a second (their heads, or the bodies of POST /mcp, half with a token)
-while probes of GET /healthz and GET /organization count the answers that came within 2 s.
+while probes of GET /healthz and GET /organization count the answers that came within 2 s. Clients reading
+a large document file at 64 bytes a second, more of them than the pool has connections, leave the API
+answering; one that never reads is cut at its response's deadline. Seventy clients trickling the bodies of
+POST /mcp through haproxy wait there, not in gunicorn's threads.
 """
 import json
 import threading
@@ -13,9 +16,9 @@ import requests
 
 from serving import REQUEST_SECONDS
 from tests.support import operations
-from tests.support.factories import make_org, make_token
+from tests.support.factories import insert, make_org, make_shipment, make_token
 from tests.support.processes import gunicorn, wait_for
-from tests.support.slow_clients import SlowClients, probe, slow_body, slow_head
+from tests.support.slow_clients import SlowClients, SlowReaders, probe, slow_body, slow_head, trickled_body
 
 SLOW_CLIENTS = 8
 # Long enough for every slow client's first request to be cut (REQUEST_SECONDS), and the service seen after.
@@ -25,11 +28,18 @@ TIMED_OUT = {"error": {"type": "invalid_request_error", "code": "invalid_paramet
                        "param": None}}
 
 
+# A document file of several megabytes: far more than the kernel's buffers take off gunicorn's hands.
+FILE_BYTES = 8 * 1024 * 1024
+# Bounds of the waits for an answer: generous, since only "answered at all" is asserted.
+ANSWER_SECONDS = 10
+
+
 @contextmanager
-def served(front, database_url, tmp_path):
+def served(front, database_url, tmp_path, workers=2, **settings):
     """The base URL clients use: gunicorn -w 2 itself, or the front in front of it (both instances on it)."""
-    settings = {"TRUSTED_PROXIES": 1} if front != "direct" else {}
-    with gunicorn(database_url, tmp_path, workers=2, **settings) as base:
+    if front != "direct":
+        settings["TRUSTED_PROXIES"] = 1
+    with gunicorn(database_url, tmp_path, workers=workers, **settings) as base:
         # Listening is not serving: the workers may still be loading the application.
         assert wait_for(lambda: healthy(base), 60)
         if front == "direct":
@@ -107,3 +117,99 @@ def test_more_requests_at_once_than_the_pool_holds_wait_for_a_connection(databas
         for thread in threads:
             thread.join()
     assert statuses == [200] * 120
+
+
+def large_document(conn, organization, storage):
+    """(shipment id, document id) of a downloadable document whose file is FILE_BYTES long, under `storage`."""
+    shipment = make_shipment(conn, organization)
+    (storage / "docs").mkdir(parents=True)
+    (storage / "docs" / "large.pdf").write_bytes(b"%PDF-1.7 " + b"x" * (FILE_BYTES - 9))
+    document = insert(conn, "documents", organization_id=organization, shipment_id=shipment, type="packing_list",
+                      filename="large.pdf", content_type="application/pdf", byte_size=FILE_BYTES,
+                      storage_key="docs/large.pdf", scan_state="clean")
+    return shipment, document
+
+
+def file_request(address, document, token, request_id="slow-reader"):
+    """The raw GET of a document's file."""
+    return (f"GET /documents/doc_{document}/file HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {token}\r\n"
+            f"X-Request-Id: {request_id}\r\n\r\n").encode()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("front", ["direct", "haproxy", "nginx"])
+def test_slow_readers_of_a_large_file_leave_the_api_answering(database_url, conn, tmp_path, front):
+    """Twice as many downloads read at 64 bytes a second as the pool has connections: the API still answers.
+
+    Each download has left the application (and given its connection back) before its file is written.
+    """
+    organization = make_org(conn)
+    token = make_token(conn, organization)
+    shipment, document = large_document(conn, organization, tmp_path / "storage")
+    pool_size = 2
+    with served(front, database_url, tmp_path, workers=1, DATABASE_POOL_SIZE=pool_size,
+                STORAGE_DIR=str(tmp_path / "storage")) as base:
+        address = base.removeprefix("http://")
+        host, port = address.split(":")
+        with SlowReaders((host, int(port)), file_request(address, document, token), 2 * pool_size) as readers:
+            assert wait_for(readers.started, 30), readers.received
+            for _ in range(3):
+                answer_of_shipment = requests.get(f"{base}/shipments/shp_{shipment}", timeout=ANSWER_SECONDS,
+                                                  headers={"Authorization": f"Bearer {token}"})
+                assert (answer_of_shipment.status_code, answer_of_shipment.json()["id"]) == (200, f"shp_{shipment}")
+                health = requests.get(f"{base}/healthz", timeout=ANSWER_SECONDS)
+                assert (health.status_code, health.json()) == (200, {"status": "ok"})
+            # Still reading: what each got is the head and the first bytes of the file, no more.
+            assert all(received.startswith(b"HTTP/1.1 200 OK\r\n") for received in readers.received), readers.received
+            assert all(len(received) < FILE_BYTES / 100 for received in readers.received)
+
+
+@pytest.mark.slow
+def test_a_response_not_read_by_its_deadline_is_cut_logged_and_counted(database_url, conn, tmp_path):
+    """RESPONSE_SECONDS of 1 and a rate that adds nothing: a client that never reads is cut after about 1 s."""
+    organization = make_org(conn)
+    token = make_token(conn, organization)
+    _shipment, document = large_document(conn, organization, tmp_path / "storage")
+    with gunicorn(database_url, tmp_path, STORAGE_DIR=str(tmp_path / "storage"), RESPONSE_SECONDS=1,
+                  RESPONSE_BYTES_PER_SECOND=10**12) as base:
+        assert wait_for(lambda: healthy(base), 60)
+        address = base.removeprefix("http://")
+        host, port = address.split(":")
+        log = tmp_path / "gunicorn.log"
+        with SlowReaders((host, int(port)), file_request(address, document, token, "never-read"), 1, rate=0) as never:
+            assert wait_for(lambda: "Response of" in log.read_text(), 30), log.read_text()
+            received, closed = b"", None
+            try:
+                while chunk := never.sockets[0].recv(65536):
+                    received += chunk
+                closed = "end of stream"
+            except ConnectionResetError:
+                closed = "reset"
+        metrics = requests.get(f"{base}/metrics", timeout=ANSWER_SECONDS).text
+    # Reset, not closed in order: the kernel drops what it held for the client instead of sending it on.
+    assert (closed, received[:17]) == ("reset", b"HTTP/1.1 200 OK\r\n") and len(received) < FILE_BYTES / 100
+    [line] = [line for line in log.read_text().splitlines() if "Response of" in line]
+    assert "[WARNING] Response of /documents/<document_id>/file cut: the client had not read it within " in line
+    assert line.endswith("(RESPONSE_SECONDS plus its length at RESPONSE_BYTES_PER_SECOND); connection closed, "
+                         "request_id=never-read")
+    assert 'shiptrack_http_responses_cut_total{route="/documents/<document_id>/file"} 1.0' in metrics
+
+
+@pytest.mark.slow
+def test_seventy_trickled_mcp_bodies_wait_in_haproxy_while_healthz_answers(database_url, conn, tmp_path):
+    """More trickling bodies than two workers have threads: haproxy holds each whole body, none reaches gunicorn."""
+    with served("haproxy", database_url, tmp_path) as base:
+        host, port = base.removeprefix("http://").split(":")
+        with SlowClients((host, int(port)), [trickled_body()] * 70) as trickling:
+            time.sleep(2)
+            statuses = []
+            for _ in range(16):
+                try:
+                    statuses.append(requests.get(f"{base}/healthz", timeout=ANSWER_SECONDS / 2).status_code)
+                except requests.RequestException as error:
+                    statuses.append(type(error).__name__)
+                time.sleep(0.5)
+    assert statuses == [200] * 16
+    # haproxy cut each body after its 10 s (timeout http-request), with its own 408.
+    first = [client.connections[0] for client in trickling.clients if client.connections]
+    assert first and all(answer(connection.received)[0] == 408 for connection in first)

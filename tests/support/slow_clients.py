@@ -1,4 +1,4 @@
-"""Clients that send a request a byte a second, and probes counting the other requests answered in time."""
+"""Clients that send a request a byte a second or read an answer a few bytes a second, and probes of the others."""
 import select
 import socket
 import threading
@@ -24,6 +24,14 @@ def slow_body(host, token=None):
     if token:
         lines.append(f"Authorization: Bearer {token}")
     return ("\r\n".join(lines) + "\r\n\r\n").encode(), message
+
+
+def trickled_body():
+    """A POST /mcp of 65,536 bytes without a token: (its head and 17,000 bytes of its body, the rest to trickle)."""
+    body = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}'.ljust(65536)
+    head = (b"POST /mcp HTTP/1.1\r\nHost: shiptrack.example\r\nContent-Type: application/json\r\n"
+            b"Accept: application/json, text/event-stream\r\nContent-Length: 65536\r\n\r\n")
+    return head + body[:17000], body[17000:]
 
 
 @dataclass
@@ -109,3 +117,49 @@ def probe(base, token, seconds, within=2.0):
             counts[path][1] += 1
         time.sleep(0.2)
     return {path: tuple(count) for path, count in counts.items()}
+
+
+class SlowReaders:
+    """`count` connections to `address` each sending `request` and reading its answer at `rate` bytes a second.
+
+    Each socket's receive buffer is made small before it connects, so the server's writes wait on the reader
+    soon (the kernel would otherwise take megabytes off the server's hands). `rate=0` never reads.
+    """
+
+    def __init__(self, address, request, count, rate=64):
+        self.sockets = []
+        for _ in range(count):
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.settimeout(10)
+            sock.connect(address)
+            self.sockets.append(sock)
+        self.request, self.rate = request, rate
+        self.received = [b""] * count
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._read, daemon=True)
+
+    def __enter__(self):
+        for sock in self.sockets:
+            sock.sendall(self.request)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_exc):
+        self.stop.set()
+        self.thread.join(10)
+        for sock in self.sockets:
+            sock.close()
+
+    def _read(self):
+        # Eight reads a second of rate / 8 bytes each, none waiting.
+        while self.rate and not self.stop.wait(0.125):
+            for number, sock in enumerate(self.sockets):
+                try:
+                    self.received[number] += sock.recv(max(self.rate // 8, 1), socket.MSG_DONTWAIT)
+                except OSError:
+                    continue
+
+    def started(self):
+        """Whether every connection has received the status line of its answer."""
+        return all(b"\r\n" in received for received in self.received)
