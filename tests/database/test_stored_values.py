@@ -130,6 +130,7 @@ def test_the_migration_names_the_values_no_reader_can_show(blank, tmp_path):
         write(conn, "webhook_endpoints", endpoint, "secret", "whsec_" + "A" * 32)
     run_in_transaction(url, fix)
     result = runner.invoke(args=["db", "upgrade"])
-    assert (result.exit_code, result.output) == (0, "applied 0021_values_every_reader_can_show\n")
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("applied 0021_values_every_reader_can_show"), result.output  # and any later
     with pytest.raises(psycopg2.errors.CheckViolation, match="shipments_forwarder_eta_is_api_timestamp"):
         run_in_transaction(url, lambda conn: write(conn, "shipments", rows["shipments"], "forwarder_eta", "infinity"))
