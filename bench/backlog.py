@@ -15,21 +15,18 @@ made from that checkout's schema.sql, for before/after comparisons. Creates and 
 """
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import psycopg2
 
 PROJECT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT))
 
-from bench import webhook_receiver  # noqa: E402
-from bench.webhooks import ask, with_database  # noqa: E402
+from bench.webhooks import ask, bench_delivery  # noqa: E402
 from delivery import signing  # noqa: E402
-from models import db, webhooks  # noqa: E402
+from models import webhooks  # noqa: E402
 
 
 def arrange(conn, urls, backlog, rendered):
@@ -93,20 +90,7 @@ def main():
     parser.add_argument("--code", default=str(PROJECT), help="checkout whose schema and `python -m delivery` run")
     args = parser.parse_args()
 
-    server_url = os.environ.get("DATABASE_URL") or sys.exit("set DATABASE_URL to a PostgreSQL server")
-    name = f"bench_backlog_{os.getpid()}"
-    admin = psycopg2.connect(with_database(server_url, "postgres"))
-    admin.autocommit = True
-    with admin.cursor() as cur:
-        cur.execute(f'CREATE DATABASE "{name}"')
-    url = with_database(server_url, name)
-    receiver, control, ports, bundle = webhook_receiver.start()
-    env = {**os.environ, "DATABASE_URL": url, "SHIPTRACK_WEBHOOK_ALLOWED_NETWORKS": '["127.0.0.1/32"]',
-           "SHIPTRACK_WEBHOOK_CA_BUNDLE": bundle}
-    print("delivery code:", args.code, "settings:",
-          {k: v for k, v in env.items() if k.startswith("SHIPTRACK_WEBHOOK_") and "CA_BUNDLE" not in k})
-    conn = db.connect(url)
-    try:
+    with bench_delivery("bench_backlog", args.code) as (conn, control, ports, env):
         with conn.cursor() as cur:
             cur.execute((Path(args.code) / "schema.sql").read_text())
         conn.commit()
@@ -114,13 +98,6 @@ def main():
         ask(control, "secrets", arrange(conn, urls, args.backlog, args.rendered))
         result = measure(control, env, args.code, args.backlog, args.limit)
         print(json.dumps({"backlog": args.backlog, "rendered": args.rendered, **result}, indent=2))
-    finally:
-        conn.close()
-        receiver.terminate()
-        with admin.cursor() as cur:
-            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()
-        os.unlink(bundle)
 
 
 if __name__ == "__main__":

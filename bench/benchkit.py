@@ -43,6 +43,17 @@ def recreate(server, database, template=None):
     admin.close()
 
 
+def schema_database(server, database):
+    """Recreate `database` on `server` with the schema and nothing else; an autocommit connection to it."""
+    from tests.support.databases import apply_schema
+
+    recreate(server, database)
+    conn = db.connect(urlunsplit(urlsplit(server)._replace(path="/" + database)))
+    conn.autocommit = True
+    apply_schema(conn)
+    return conn
+
+
 def seed(server, env, count, database=BENCH_DB):
     """Recreate a bench database (env's DATABASE_URL names it) and fill it with `count` demo shipments."""
     recreate(server, database)

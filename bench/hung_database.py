@@ -26,17 +26,14 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import psycopg2
 import requests
 from psycopg2.extensions import parse_dsn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchkit import RAISED_LIMITS, ROOT, bench_url  # noqa: E402
+from benchkit import RAISED_LIMITS, ROOT, bench_url, schema_database  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
-from models import db  # noqa: E402
-from tests.support.databases import apply_schema  # noqa: E402
 from tests.support.factories import make_org, make_token  # noqa: E402
 from tests.support.processes import free_port, stop, wait_listening  # noqa: E402
 from tests.support.tcp_proxy import TcpProxy  # noqa: E402
@@ -44,17 +41,9 @@ from tests.support.tcp_proxy import TcpProxy  # noqa: E402
 DATABASE = "shiptrack_hung_bench"
 
 
-def fresh_database(server, url):
+def fresh_database(server):
     """An empty bench database with the schema, an organization and a token; the token."""
-    admin = psycopg2.connect(server)
-    admin.autocommit = True
-    with admin.cursor() as cur:
-        cur.execute(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)')
-        cur.execute(f'CREATE DATABASE "{DATABASE}"')
-    admin.close()
-    conn = db.connect(url)
-    conn.autocommit = True
-    apply_schema(conn)
+    conn = schema_database(server, DATABASE)
     token = make_token(conn, make_org(conn, "acme"))
     conn.close()
     return token
@@ -74,7 +63,7 @@ def main():
     parser.add_argument("--seconds", type=float, default=60.0, help="how long the 8 clients ask (--slow)")
     args = parser.parse_args()
     url, server = bench_url(DATABASE)
-    headers = {"Authorization": f"Bearer {fresh_database(server, url)}"}
+    headers = {"Authorization": f"Bearer {fresh_database(server)}"}
     target = parse_dsn(url)
     proxy = TcpProxy((target.get("host") or "127.0.0.1", int(target.get("port") or 5432))).start()
     port = free_port()

@@ -27,12 +27,11 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchkit import RAISED_LIMITS, ROOT, bench_url  # noqa: E402
+from benchkit import RAISED_LIMITS, ROOT, bench_url, schema_database  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
 from models import db  # noqa: E402
 from tests.support import operations  # noqa: E402
-from tests.support.databases import apply_schema  # noqa: E402
 from tests.support.factories import insert, make_org, make_shipment, make_token  # noqa: E402
 from tests.support.processes import free_port, stop, wait_listening  # noqa: E402
 from tests.support.slow_clients import SlowClients, SlowReaders, trickled_body  # noqa: E402
@@ -42,17 +41,9 @@ FILE_BYTES = 25 * 1000 * 1000
 WITHIN = 5.0
 
 
-def fresh_database(server, url, storage):
+def fresh_database(server, storage):
     """An empty bench database with the schema, an organization, a shipment and a 25 MB file: token and ids."""
-    admin = db.connect(server)
-    admin.autocommit = True
-    with admin.cursor() as cur:
-        cur.execute(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)')
-        cur.execute(f'CREATE DATABASE "{DATABASE}"')
-    admin.close()
-    conn = db.connect(url)
-    conn.autocommit = True
-    apply_schema(conn)
+    conn = schema_database(server, DATABASE)
     organization = make_org(conn, "acme")
     shipment = make_shipment(conn, organization)
     (storage / "docs").mkdir(parents=True, exist_ok=True)
@@ -135,7 +126,7 @@ def main():
     url, server = bench_url(DATABASE)
     scratch = Path(os.environ.get("TMPDIR", "/tmp")) / f"slow-readers-{os.getpid()}"
     storage = scratch / "storage"
-    token, shipment, document = fresh_database(server, url, storage)
+    token, shipment, document = fresh_database(server, storage)
     try:
         compare({"after": str(ROOT), "before": args.before}, url, scratch, args, {"token": token,
                 "shipment": shipment, "document": document})

@@ -19,6 +19,7 @@ the same setup, for before/after comparisons. Creates and drops its own database
 (bench_webhooks_<pid>); only 127.0.0.1 is contacted.
 """
 import argparse
+from contextlib import contextmanager
 import json
 import os
 import resource
@@ -187,20 +188,7 @@ def main():
                         help="cron passes started together in phase 1 (they share each endpoint's cap)")
     args = parser.parse_args()
 
-    server_url = os.environ.get("DATABASE_URL") or sys.exit("set DATABASE_URL to a PostgreSQL server")
-    name = f"bench_webhooks_{os.getpid()}"
-    admin = psycopg2.connect(with_database(server_url, "postgres"))
-    admin.autocommit = True
-    with admin.cursor() as cur:
-        cur.execute(f'CREATE DATABASE "{name}"')
-    url = with_database(server_url, name)
-    receiver, control, ports, bundle = webhook_receiver.start()
-    env = {**os.environ, "DATABASE_URL": url, "SHIPTRACK_WEBHOOK_ALLOWED_NETWORKS": '["127.0.0.1/32"]',
-           "SHIPTRACK_WEBHOOK_CA_BUNDLE": bundle}
-    print("delivery code:", args.code, "settings:",
-          {k: v for k, v in env.items() if k.startswith("SHIPTRACK_WEBHOOK_") and "CA_BUNDLE" not in k})
-    conn = db.connect(url)
-    try:
+    with bench_delivery("bench_webhooks", args.code) as (conn, control, ports, env):
         apply_schema(conn)
         with conn.cursor() as cur:
             cur.execute("INSERT INTO organizations (name, slug) VALUES ('Bench', 'bench') RETURNING id")
@@ -224,6 +212,29 @@ def main():
         print("phase 1 (cron passes):", json.dumps(cron, indent=2), flush=True)
         watch = phase_watch(conn, control, env, args.code, args.watch_changes, args.watch_interval)
         print("phase 2 (--watch, commit to arrival, seconds):", json.dumps(watch, indent=2))
+
+
+@contextmanager
+def bench_delivery(prefix, code):
+    """A database of its own (no schema yet) and the receivers: (connection, control, ports, the delivery's env).
+
+    The database is dropped and the receivers stopped at the end.
+    """
+    server_url = os.environ.get("DATABASE_URL") or sys.exit("set DATABASE_URL to a PostgreSQL server")
+    name = f"{prefix}_{os.getpid()}"
+    admin = psycopg2.connect(with_database(server_url, "postgres"))
+    admin.autocommit = True
+    with admin.cursor() as cur:
+        cur.execute(f'CREATE DATABASE "{name}"')
+    url = with_database(server_url, name)
+    receiver, control, ports, bundle = webhook_receiver.start()
+    env = {**os.environ, "DATABASE_URL": url, "SHIPTRACK_WEBHOOK_ALLOWED_NETWORKS": '["127.0.0.1/32"]',
+           "SHIPTRACK_WEBHOOK_CA_BUNDLE": bundle}
+    print("delivery code:", code, "settings:",
+          {k: v for k, v in env.items() if k.startswith("SHIPTRACK_WEBHOOK_") and "CA_BUNDLE" not in k})
+    conn = db.connect(url)
+    try:
+        yield conn, control, ports, env
     finally:
         conn.close()
         receiver.terminate()
