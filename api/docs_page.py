@@ -18,7 +18,7 @@ INIT_SCRIPT = "docs-init.js"
 # 'unsafe-inline'), its icons are data: URIs in its CSS, and "Try it out" calls this same origin.
 CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
                            "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
-# An hour, like /openapi.json: each asset request still counts toward the anonymous per-IP limit.
+# An hour, like /openapi.json. Neither the page nor its files count toward the anonymous per-IP limit (api/guard.py).
 CACHE_CONTROL = "public, max-age=3600"
 
 # Relative URLs, so the page also works behind a proxy that serves the API under a path prefix.

@@ -10,6 +10,10 @@ from models import breaker, db, deadline, organizations, rate_limits, tokens
 
 # Endpoints that need no token (they still count toward the per-IP limit without a token).
 PUBLIC_ENDPOINTS = {"openapi.get_openapi_document", "docs_page.get_docs_page", "docs_page.get_docs_asset"}
+# Public endpoints never counted: the /docs page and its files, bytes the process holds. A cold load of the
+# page fetches five of them besides /openapi.json (which counts, as the specification says): counted, they
+# spent the budget without a token in five loads, and the page then showed a 429 of its own files.
+UNCOUNTED_ENDPOINTS = {"docs_page.get_docs_page", "docs_page.get_docs_asset"}
 # WSGI environ key of a request made inside another one that was authenticated and counted for it (the
 # GET an MCP tool call makes: mcp_server/http.py). Only code in this process can set it: a client's
 # headers reach the environ as HTTP_* keys.
@@ -56,7 +60,7 @@ def guard_request():
     # The description and its page need no database: while it is away, or taken for not answering
     # (models/breaker.py), they are served at once, uncounted (no RateLimit headers); everything else
     # is 503 (docs/authentication.md).
-    if public and breaker.is_open():
+    if public and (breaker.is_open() or request.endpoint in UNCOUNTED_ENDPOINTS):
         return
     if _one_trip(token):
         g.deferred_token = token

@@ -129,6 +129,24 @@ def test_anonymous_limit_per_ip(conn, database_url, tmp_path, path):
     assert client.get("/organization", headers=auth(token), environ_base=ip("198.51.100.7")).status_code == 200
 
 
+DOCS_LOAD = ("/docs", "/docs/swagger-ui.css", "/docs/swagger-ui-bundle.js", "/docs/docs-init.js",
+             "/docs/favicon-32x32.png", "/openapi.json")  # what a browser fetches for one cold load of /docs
+
+
+def test_the_docs_page_and_its_files_are_not_counted(database_url, tmp_path):
+    client = limited_app(database_url, tmp_path, anonymous_per_ip=10).test_client()
+    for _load in range(10):
+        for path in DOCS_LOAD:
+            response = client.get(path, environ_base=ip("198.51.100.9"))
+            assert response.status_code == 200, (path, response.data[:200])
+            if path != "/openapi.json":
+                assert "RateLimit" not in response.headers and "RateLimit-Policy" not in response.headers, path
+            response.close()  # a file's body is streamed
+    # Only the ten descriptions counted: the eleventh is the limit's first refusal, the page itself never one.
+    assert_429(client.get("/openapi.json", environ_base=ip("198.51.100.9")), None, message=without_token(10))
+    assert client.get("/docs", environ_base=ip("198.51.100.9")).status_code == 200
+
+
 @pytest.mark.parametrize("value, cause", [("sv_" + "x" * 40, FAILED_CAUSE), ("nonsense", FAILED_CAUSE),
                                           ("", NO_TOKEN_CAUSE)])
 def test_invalid_tokens_count_as_anonymous(conn, database_url, tmp_path, value, cause):
