@@ -7,6 +7,7 @@ every caller: DatabaseUnavailable and its kinds (DatabaseLost, DatabaseTimeout, 
 which the connection layer raises when the database is away, and the classes of a statement's errors
 (UniqueViolation, CheckViolation, ...), which pass as the driver raised them.
 """
+import collections
 import logging
 import os
 import select
@@ -36,6 +37,9 @@ log = logging.getLogger(__name__)
 # How long a checkout waits for a lent connection to come back when a new one cannot be made, for a
 # target without a connect timeout (one with waits that long).
 LENT_WAIT_SECONDS = 5.0
+# After a new connection failed while the process held others, how long its requests share those before the
+# pool tries to make one again: a full pooler, or a database too slow to connect to, stays so for a while.
+REGROW_SECONDS = 30.0
 # What DATABASE_POOLER may say; None (not set) finds out at each connection (see connect).
 POOLERS = (None, "session", "transaction")
 # The isolation every statement was written for, whatever the database's default: a DBA may make that
@@ -159,6 +163,7 @@ def _behind_pooler(conn):
 
 
 _pooler_said = None  # the process that has said it found a pooler (a forked worker says it again)
+_smaller_said = None  # the process that has said a new connection could not be made while it held others
 _pooler_said_lock = threading.Lock()
 
 
@@ -180,15 +185,19 @@ def _settings_sql(target, command):
 class Pool:
     """Up to `target.pool_size` connections of one process to one target; idle ones are reused last-in first.
 
-    A database that answers slowly may take longer to make a connection than connect_timeout allows
-    while the connections the process has still answer: a request that cannot get a new one waits for one
-    of those to come back rather than fail, and while one connection is being made, the others wait for
-    a lent one instead of making more (one slow connect at a time, not one per request).
+    A database that answers slowly may take longer to make a connection than connect_timeout allows, and
+    a pooler smaller than the processes' pools together gives a new one none, while the connections the
+    process has still answer: a request that cannot get a new one waits for one of those to come back
+    rather than fail, and the pool makes no new one for REGROW_SECONDS after (said once in the log).
+    While one connection is being made the others wait for a lent one instead of making more (one slow
+    connect at a time, not one per request).
     """
 
     def __init__(self, target):
         self.target, self.closed = target, False
         self._idle, self._open, self._making = [], 0, 0
+        self._regrow_at = float("-inf")  # monotonic time before which no connection is made while others are open
+        self._waiting = collections.deque()  # one [connection or None] per thread waiting, first come first
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)  # a connection came back, or a connect ended
 
@@ -210,33 +219,63 @@ class Pool:
                 if not isinstance(error, DatabaseUnavailable) or isinstance(error, DatabaseSetupError):
                     raise
                 failed = error
+                self._refused(error)
                 continue
             self._made(conn)
             return conn
 
+    def _refused(self, error):
+        # A new connection failed while the process holds others: wait for those for a while, and say why once.
+        with self._changed:
+            holding = self._open
+            if not holding:
+                return
+            self._regrow_at = time.monotonic() + REGROW_SECONDS
+        global _smaller_said
+        with _pooler_said_lock:
+            first, _smaller_said = _smaller_said != os.getpid(), os.getpid()
+        if first:
+            log.warning("a new database connection could not be made while this process holds %s (%s): its requests "
+                        "wait for those, and it tries again every %s s; the database, or a pooler between, gives this "
+                        "process fewer than SHIPTRACK_DATABASE_POOL_SIZE (%s) connections (a pooler's pool must hold "
+                        "the pools of every process behind it: docs/scaling.md)", holding, error, REGROW_SECONDS,
+                        self.target.pool_size)
+
     def _lent_back_or_turn(self, wait_seconds, failed):
         # An idle connection; else None when this thread is to make one (counted as open); else, waiting
         # up to wait_seconds for either, what ends the wait. After `failed` (a connect that failed) only
-        # a lent one will do.
-        until = time.monotonic() + wait_seconds
+        # a lent one will do. Waiters are served in turn: put() hands a connection to the first in line.
+        until, turn = time.monotonic() + wait_seconds, None
         with self._changed:
-            while True:
-                if self.closed:
-                    raise PoolError("connection pool is closed")
-                if self._idle:
-                    return self._idle.pop()
-                lent = self._open - len(self._idle) - self._making
-                if failed is None and self._open < self.target.pool_size and (self._making == 0 or lent == 0):
-                    self._open += 1
-                    self._making += 1
-                    return None
-                remaining = until - time.monotonic()
-                if failed is not None and lent + self._making == 0:
-                    raise failed  # nothing of this process's that could come back
-                if remaining <= 0:
-                    raise failed or DatabaseTimeout(f"none of the {self.target.pool_size} connections of the pool "
-                                                    f"came back within {wait_seconds:g} s")
-                self._changed.wait(remaining)
+            try:
+                while True:
+                    if self.closed:
+                        raise PoolError("connection pool is closed")
+                    if turn and turn[0] is not None:
+                        return turn[0]
+                    if self._idle:
+                        return self._idle.pop()
+                    lent = self._open - len(self._idle) - self._making
+                    may_make = (failed is None and self._open < self.target.pool_size
+                                and (self._making == 0 or lent == 0)
+                                and (self._open == 0 or time.monotonic() >= self._regrow_at))
+                    if may_make:
+                        self._open += 1
+                        self._making += 1
+                        return None
+                    remaining = until - time.monotonic()
+                    if failed is not None and lent + self._making == 0:
+                        raise failed  # nothing of this process's that could come back
+                    if remaining <= 0:
+                        raise failed or DatabaseTimeout(f"none of the {self.target.pool_size} connections of the "
+                                                        f"pool came back within {wait_seconds:g} s")
+                    if turn is None:
+                        turn = [None]
+                        self._waiting.append(turn)
+                    self._changed.wait(remaining)
+            finally:
+                if turn is not None and turn[0] is None:
+                    self._waiting.remove(turn)
 
     def _made(self, conn):
         with self._changed:
@@ -248,10 +287,12 @@ class Pool:
             conn.pool = self
 
     def put(self, conn, close=False):
-        """Take a connection back; a closed or broken one, or any once the pool is closed, is closed."""
+        """Take a connection back, to the first thread waiting for one; a broken one, or any once closed, is closed."""
         with self._changed:
             keep = not (close or conn.closed or self.closed)
-            if keep:
+            if keep and self._waiting:
+                self._waiting.popleft()[0] = conn
+            elif keep:
                 self._idle.append(conn)
             else:
                 self._open -= 1

@@ -75,7 +75,7 @@ def test_gunicorn_on_a_slow_database_answers_every_request(conn, database_url, p
 
         proxy.delay(0)
         assert wait_for(lambda: requests.get(base + "/readyz", timeout=30).status_code == 200, 15)
-    log = (tmp_path / "gunicorn.log").read_text()
+    log = (tmp_path / "gunicorn.log").read_text() + (tmp_path / "app.log").read_text()
     assert "Traceback" not in log and "database answering again" not in log, log  # the breaker never opened
 
 
@@ -113,3 +113,29 @@ def test_a_connect_past_its_timeout_with_nothing_lent_is_unavailable(database_ur
             assert breaker.is_open()  # nothing of the process's answered while it waited
     finally:
         db.close_pool()
+
+
+@pytest.mark.slow
+def test_a_pooler_smaller_than_the_pools_is_shared_not_a_503(conn, database_url, tmp_path):
+    # Two workers of two connections each behind a session pooler that gives three in all: one worker's second
+    # connection waits in the pooler's queue past the client deadline; its requests share the one it has.
+    # (A process that got none, behind a pooler smaller than its workers, has nothing to share: 503s.)
+    from tests.support.pgbouncer import PgBouncer
+
+    organization_id = make_org(conn)
+    token, shipment_id = make_token(conn, organization_id), make_shipment(conn, organization_id)
+    bouncer = PgBouncer(database_url, "session", pool_size=3).start()
+    try:
+        with gunicorn(bouncer.url(database_url), tmp_path, workers=2, DATABASE_POOL_SIZE=2, DATABASE_POOLER="session",
+                      DATABASE_CLIENT_TIMEOUT=2, RATE_LIMITS=NO_RATE_LIMITS) as base:
+            with ThreadPoolExecutor(8) as clients:  # more than the workers' places: each needs its second
+                answers = list(clients.map(
+                    lambda _: requests.get(f"{base}/shipments/shp_{shipment_id}", headers=auth(token), timeout=60),
+                    range(80)))
+    finally:
+        bouncer.close()
+    assert [response.status_code for response in answers] == [200] * 80, [r.text for r in answers if r.status_code != 200]
+    log = (tmp_path / "gunicorn.log").read_text() + (tmp_path / "app.log").read_text()
+    said = log.count("a new database connection could not be made while this process holds 1")
+    assert said == 1, log  # once, by the worker that met the full pooler
+    assert "Traceback" not in log, log

@@ -60,7 +60,7 @@ def gunicorn(database_url, tmp_path, workers=1, options=(), **settings):
     """The service under gunicorn with the project's gunicorn.conf.py on 127.0.0.1; yields its base URL.
 
     `options` are more command-line options; `settings` become SHIPTRACK_<KEY> variables (JSON values);
-    the logs go to tmp_path.
+    the logs go to tmp_path: gunicorn's to gunicorn.log, the application's (its standard error) to app.log.
     """
     port = free_port()
     env = {**os.environ, "DATABASE_URL": database_url,
@@ -68,12 +68,13 @@ def gunicorn(database_url, tmp_path, workers=1, options=(), **settings):
     command = [str(Path(sys.executable).parent / "gunicorn"), "-c", "gunicorn.conf.py", "-w", str(workers),
                "-b", f"127.0.0.1:{port}", "--error-logfile", str(tmp_path / "gunicorn.log"), *options,
                "app:create_app()"]
-    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_listening(process, port, "gunicorn", lambda: (tmp_path / "gunicorn.log").read_text())
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        stop(process)
+    with open(tmp_path / "app.log", "wb") as app_log:
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=app_log)
+        try:
+            wait_listening(process, port, "gunicorn", lambda: (tmp_path / "gunicorn.log").read_text())
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            stop(process)
 
 
 def stop(process, seconds=10):
