@@ -10,7 +10,7 @@ from datetime import timedelta
 
 # (seconds after booking, step, its argument): the ETA a step sets is in seconds after booking too. The steps
 # that send events (validate, depart, the ETAs, arrive, discharge, deliver) fall at different seconds of
-# ENTRY_EVERY, so a receiver hears of some shipment every minute or so.
+# ENTRY_EVERY, so that once the start is past a receiver hears of some shipment every 50 seconds at most.
 JOURNEY = (
     (0, "book", 180),              # a draft, the carrier's booking, the first estimated arrival
     (45, "validate", None),        # the key facts confirmed
@@ -23,7 +23,7 @@ JOURNEY = (
     (825, "discharge", None),      # discharged: the demurrage clocks start; the receiving checks run
     (1230, "watch_free_time", None),  # a demurrage_risk alert when 2 or fewer free days are left
     (1290, "gate_out", None),      # out of the terminal: demurrage stops, its alert resolves
-    (1485, "deliver", None),       # delivered to the warehouse: in_warehouse
+    (1495, "deliver", None),       # delivered to the warehouse: in_warehouse
 )
 # A new shipment is booked this often (seconds); no more than five are on the way at once.
 ENTRY_EVERY = 300

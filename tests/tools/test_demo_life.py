@@ -131,3 +131,7 @@ def test_the_plan_holds_together():
     offsets = [offset for offset, _name, _argument in journeys.JOURNEY]
     assert offsets == sorted(offsets)
     assert all(any(phase <= offset < phase + 300 for phase in journeys.CAST_PHASES) for offset in offsets)
+    # A booking every ENTRY_EVERY seconds: the steps that send events are never more than 50 s apart.
+    sending = sorted({offset % journeys.ENTRY_EVERY for offset, name, _argument in journeys.JOURNEY
+                      if name in ("validate", "depart", "revise_eta", "arrive", "discharge", "deliver")})
+    assert max(b - a for a, b in zip(sending, sending[1:] + [sending[0] + journeys.ENTRY_EVERY])) <= 50
