@@ -53,8 +53,8 @@ def seed(count, other, seed_value, reset, workers, now, batch_size):
                                                                           "until Ctrl-C or SIGTERM).")
 @click.option("--seed", "seed_value", type=int, default=None, help="Random seed, for the same choices every run.")
 def simulate(slug, every, steps, seed_value):
-    """Change a few shipments every few seconds, as the organization's application would (status, ETA, checks,
-    alerts), so that /changes, /events and webhooks move."""
+    """Ship a few shipments from booking to the warehouse, as the organization's application would write them
+    (statuses, tracking events, ETAs, checks, alerts), so that /changes, /events and webhooks move."""
     rng = random.Random(seed_value)
     stopping = []
     # A SIGTERM ends the loop between steps, so no change is cut in half.
@@ -62,19 +62,21 @@ def simulate(slug, every, steps, seed_value):
     conn = db.connect(current_app.config["DATABASE_URL"])
     try:
         with conn.cursor() as cur:
-            cur.execute("SELECT id FROM organizations WHERE slug = %(slug)s", {"slug": slug})
+            cur.execute("SELECT id, slug FROM organizations WHERE slug = %(slug)s", {"slug": slug})
             org = cur.fetchone()
         conn.commit()
         if org is None:
             raise click.ClickException(f"no organization {slug} (make it with: flask --app app demo seed)")
-        done = 0
+        done, cast = 0, {}
         while not stopping and (steps is None or done < steps):
-            for line in simulator.step(conn, org["id"], rng):
+            for line in simulator.step(conn, org, cast, datetime.now(timezone.utc), rng):
                 click.echo(f"simulator {datetime.now(timezone.utc):%H:%M:%S} {line}")
             done += 1
             deadline = time.monotonic() + every
             while not stopping and (steps is None or done < steps) and time.monotonic() < deadline:
                 time.sleep(min(0.2, every))
+    except LookupError as error:
+        raise click.ClickException(str(error)) from None
     except KeyboardInterrupt:
         pass
     finally:

@@ -119,7 +119,8 @@ def banner(base, token, endpoint_id, receiver_url, database_url, every):
     return "\n".join([
         "",
         f"The demo runs: the API on {base} with demo data (organization {ORGANIZATION}), webhook delivery,",
-        f"a receiver that verifies each delivery, and a simulator changing a few shipments every {every:g} s.",
+        f"a receiver that verifies each delivery, and a simulator taking shipments from booking to the warehouse",
+        f"(a step every {every:g} s).",
         "",
         f"  Token      {token}   (kept in .data/demo/token: the same after a restart)",
         f"  API docs   {base}/docs",

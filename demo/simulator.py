@@ -1,211 +1,157 @@
-"""The demo simulator behind `flask --app app demo simulate`: a few shipments change every few seconds.
+"""The demo simulator behind `flask --app app demo simulate`: shipments live through a journey, step by step.
 
-It writes what the organization's application would write, in plain SQL on the tables the application
-owns (docs/decisions.md, "Who writes what"): a shipment whose next milestone is due moves on to its next
-status with the carrier's tracking event, the carrier revises an ETA (an `eta_drift` alert when it slips
-by more than six hours), a check run finishes, an old alert is resolved, and now and then a new draft
-arrives. The database does the rest (revisions, ETA history, the change feed, the webhook events), as for
-any writer. Milestones keep real time and their order: a shipment arrives once its ETA has come, hours
-after it left, and the carrier's estimate of a milestone becomes the actual event at its time.
+Each simulated shipment is booked, validated, departs, is transshipped, arrives, is discharged, leaves the
+terminal and reaches the warehouse (demo/journeys.py has the plan, demo/journey_steps.py the steps), written
+as the organization's application writes: plain SQL on the tables it owns (docs/decisions.md, "Who writes
+what"). The database does the rest (revisions, ETA history, the change feed, the webhook events), as for any
+writer. The seeded shipments are left as they are; the simulated ones say so in their `notes`.
 """
 import random
+from datetime import timedelta
 
-# The next status of a shipment that moves on, the tracking milestone recorded with it and the tracking
-# status the carrier reports then (None: no milestone, no report).
-NEXT_STATUS = {"draft": ("validated", None, None), "validated": ("in_transit", "departed", "in_transit"),
-               "in_transit": ("arrived", "arrived", "arrived"), "arrived": ("in_warehouse", "delivered", "delivered")}
-# The carrier's tracking statuses in the order a shipment reaches them: one is never set back to an earlier.
-TRACKING_ORDER = ("booked", "gate_in", "received", "manifested", "loaded", "in_transit", "transshipment", "arrived",
-                  "discharged", "gate_out", "delivered", "empty_returned")
-# An ETA that slips by more than this many minutes raises an eta_drift alert.
-DRIFT_ALERT_MINUTES = 6 * 60
-# Open alerts of the organization above this number are resolved, oldest first, one a step.
-OPEN_ALERTS_KEPT = 40
+from demo import catalog, codes
+from demo.journey_steps import STEPS, record
+from demo.journeys import CAST_PHASES, ENTRY_EVERY, JOURNEY, due_steps, finished, member, moment, offset_of, \
+    past_steps
 
-# A shipment whose next milestone is due: a draft an hour after it was entered; a validated one at its
-# departure (etd), an hour after validation at the earliest; one in transit once its ETA has come; one
-# arrived four hours after its arrival and once the carrier's last estimate (a discharge) has come.
-# Visible, not archived; None when nothing is due.
-PICK_DUE = """SELECT id, status FROM (
-  SELECT s.id, s.status, CASE s.status
-           WHEN 'draft' THEN s.created_at + interval '1 hour'
-           WHEN 'validated' THEN greatest(s.etd, s.validated_at + interval '1 hour')
-           WHEN 'in_transit' THEN s.effective_eta
-           WHEN 'arrived' THEN greatest(coalesce((SELECT max(e.occurred_at) FROM tracking_events e
-                                                   WHERE e.shipment_id = s.id AND e.actual AND e.milestone = 'arrived'
-                                                     AND e.location_name = s.destination_location),
-                                                 s.effective_eta) + interval '4 hours',
-                                        (SELECT max(e.occurred_at) FROM tracking_events e
-                                          WHERE e.shipment_id = s.id AND NOT e.actual)) END AS due
-    FROM shipments s
-   WHERE s.organization_id = %(org)s AND s.status = ANY(%(statuses)s)
-     AND NOT s.archived AND NOT s.awaiting_approval AND NOT s.owned_elsewhere) candidates
- WHERE due <= now() ORDER BY random() LIMIT 1"""
-# The application moves a shipment to its next status; a tracked shipment's carrier reports it too.
-SET_STATUS = """UPDATE shipments SET status = %(status)s, updated_at = now(),
-       tracking_status = CASE WHEN %(tracking)s::text IS NULL OR tracking_state <> 'available'
-                                   OR halted_reason IS NOT NULL OR tracking_status = ANY(%(reached)s)
-                              THEN tracking_status ELSE %(tracking)s END,
-       last_tracked_at = CASE WHEN %(tracking)s::text IS NULL OR tracking_state <> 'available'
-                                   OR halted_reason IS NOT NULL THEN last_tracked_at ELSE now() END
- WHERE id = %(id)s"""
-# The carrier confirms its estimates whose time has come: an estimated event becomes the actual one, at its time.
-CONFIRM_ESTIMATES = """UPDATE tracking_events SET actual = true
- WHERE shipment_id = %(id)s AND NOT actual AND occurred_at <= now()"""
-# The milestone that goes with the new status, now, unless the carrier already reported it or a later one.
-INSERT_MILESTONE = """INSERT INTO tracking_events (shipment_id, milestone, actual, occurred_at, location_name)
-SELECT s.id, %(milestone)s, true, now(),
-       CASE WHEN %(milestone)s = 'departed' THEN s.origin_location ELSE s.destination_location END
-  FROM shipments s
- WHERE s.id = %(id)s
-   AND NOT EXISTS (SELECT 1 FROM tracking_events e
-                    WHERE e.shipment_id = s.id AND e.actual
-                      AND milestone_rank(e.milestone) BETWEEN milestone_rank(%(milestone)s)
-                                                          AND milestone_rank('empty_return')
-                      AND (e.milestone <> 'arrived' OR e.location_name = s.destination_location))"""
-# Delivered: the carrier's estimates without a time (a discharge it never dated) are dropped.
-DROP_ESTIMATES = "DELETE FROM tracking_events WHERE shipment_id = %(id)s AND NOT actual"
-# A shipment in transit whose ETA is still ahead, for the carrier to revise.
-PICK_IN_TRANSIT = """SELECT id, eta, now() AS now FROM shipments
- WHERE organization_id = %(org)s AND status = 'in_transit' AND eta > now()
-   AND NOT archived AND NOT awaiting_approval AND NOT owned_elsewhere
- ORDER BY random() LIMIT 1"""
-# The carrier's new ETA (the trigger writes the revision and the event); its containers' ETAs and its
-# estimated arrival and discharge move with it.
-MOVE_ETA = """UPDATE shipments SET eta = eta + %(minutes)s * interval '1 minute', updated_at = now()
- WHERE id = %(id)s RETURNING eta"""
-MOVE_ESTIMATES = """UPDATE tracking_events SET occurred_at = occurred_at + %(minutes)s * interval '1 minute'
- WHERE shipment_id = %(id)s AND NOT actual AND occurred_at IS NOT NULL"""
-MOVE_CONTAINER_ETAS = """UPDATE containers SET eta = eta + %(minutes)s * interval '1 minute'
- WHERE shipment_id = %(id)s AND eta IS NOT NULL"""
-# A revised ETA is at least this far ahead: the carrier's estimate of an arrival still to come.
-ETA_AHEAD_MINUTES = 30
-# The monitoring raises an alert on the shipment.
-INSERT_ALERT = """INSERT INTO alerts (organization_id, shipment_id, key, severity, title, summary)
-VALUES (%(org)s, %(id)s, %(key)s, %(severity)s, %(title)s, %(summary)s)"""
-# A shipment whose checks can run again.
-PICK_CHECKED = """SELECT s.id FROM shipments s
- WHERE s.organization_id = %(org)s AND NOT s.archived AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
-   AND EXISTS (SELECT 1 FROM checks c WHERE c.shipment_id = s.id)
- ORDER BY random() LIMIT 1"""
-# A new check run, still going.
-START_RUN = """INSERT INTO check_runs (organization_id, shipment_id, started_at)
-VALUES (%(org)s, %(id)s, now()) RETURNING id"""
-# The run's results: every check of the shipment, one of them with a new outcome.
-WRITE_RESULTS = """UPDATE checks SET check_run_id = %(run)s, ran_at = now(),
-       status = CASE WHEN key = %(key)s THEN %(status)s ELSE status END,
-       message = CASE WHEN key = %(key)s THEN %(message)s ELSE message END
- WHERE shipment_id = %(id)s RETURNING key"""
-# The run finishes (the trigger makes the checks_completed event from its results).
-FINISH_RUN = "UPDATE check_runs SET finished_at = now() WHERE id = %(run)s"
-# The oldest open alert, resolved when the organization has more than OPEN_ALERTS_KEPT.
-RESOLVE_OLDEST_ALERT = """UPDATE alerts SET resolved_at = now()
- WHERE id = (SELECT id FROM alerts WHERE organization_id = %(org)s AND resolved_at IS NULL ORDER BY id LIMIT 1)
-   AND (SELECT count(*) FROM alerts WHERE organization_id = %(org)s AND resolved_at IS NULL) > %(kept)s
-RETURNING id, shipment_id"""
-# A new draft entered by a person, copied from one of the organization's shipments with its voyage's
-# length (the reference is the database's default), leaving in a day; at most one every ten minutes.
-NEW_DRAFT = """INSERT INTO shipments (organization_id, erp_reference, transport_type, cargo_type, temperature_celsius,
-  origin_location, origin_country, origin_timezone, destination_location, destination_country, destination_timezone,
-  carrier_name, carrier_scac, consignor, consignee, draft_produce, status, etd, eta)
-SELECT organization_id, 'PO-' || (90000 + floor(random() * 9999))::int, transport_type, cargo_type,
-       temperature_celsius, origin_location, origin_country, origin_timezone, destination_location,
-       destination_country, destination_timezone, carrier_name, carrier_scac, consignor, consignee,
-       draft_produce, 'draft', date_trunc('hour', now()) + interval '1 day',
-       CASE WHEN eta > etd THEN date_trunc('hour', now()) + interval '1 day' + (eta - etd) END
-  FROM shipments WHERE organization_id = %(org)s AND NOT awaiting_approval AND NOT owned_elsewhere
-   AND NOT EXISTS (SELECT 1 FROM shipments WHERE organization_id = %(org)s
-                    AND created_at > now() - interval '10 minutes')
- ORDER BY random() LIMIT 1 RETURNING id"""
-# Outcomes a re-run check may get.
-CHECK_OUTCOMES = (("passed", "Checked again: fine."), ("warning", "Checked again: worth a look."),
-                  ("failed", "Checked again: this needs fixing."))
+# The notes of every simulated shipment: how they are told from the seeded ones.
+SIMULATED = "Simulated by the demo (docs/demo.md)."
+# Shipments a simulated one copies its lane, parties, cargo and carrier from: visible ocean shipments between
+# ports the catalog knows, with a carrier whose free days the organization has agreed in calendar days.
+TEMPLATES = """SELECT s.id, s.origin_location, s.destination_location, s.carrier_name, s.cargo_type
+  FROM shipments s JOIN carrier_terms t ON t.organization_id = s.organization_id AND t.carrier = s.carrier_name
+ WHERE s.organization_id = %(org)s AND s.transport_type = 'ocean' AND t.free_days_basis = 'calendar'
+   AND NOT s.awaiting_approval AND NOT s.owned_elsewhere AND (s.notes IS NULL OR s.notes <> %(notes)s)
+   AND s.origin_location = ANY(%(ports)s) AND s.destination_location = ANY(%(ports)s)
+ ORDER BY s.id"""
+# A booking: a draft copied from the template, with its own references and times.
+BOOK = """INSERT INTO shipments (organization_id, erp_reference, transport_reference, transport_type, cargo_type,
+  temperature_celsius, origin_location, origin_country, origin_timezone, destination_location, destination_country,
+  destination_timezone, carrier_name, carrier_scac, consignor, consignee, notify_party, draft_produce, status, etd,
+  eta, tracking_state, tracking_status, last_tracked_at, carrier_updated_at, notes, awaiting_approval, approved_at,
+  created_at)
+SELECT organization_id, %(erp)s, %(transport_reference)s, 'ocean', cargo_type, temperature_celsius,
+       origin_location, origin_country, origin_timezone, destination_location, destination_country,
+       destination_timezone, carrier_name, carrier_scac, consignor, consignee, notify_party,
+       CASE WHEN cardinality(produce) > 0 THEN produce ELSE draft_produce END, 'draft', %(etd)s, %(eta)s,
+       'available', 'booked', %(at)s, %(at)s, %(notes)s, %(hidden)s, CASE WHEN NOT %(hidden)s THEN %(at)s END, %(at)s
+  FROM shipments WHERE id = %(template)s
+RETURNING id"""
+ADD_CONTAINER = """INSERT INTO containers (organization_id, shipment_id, number, seal_number, vessel, voyage,
+  port_of_loading, port_of_discharge, etd, eta, cargo_type, temperature_celsius, created_at)
+SELECT organization_id, id, %(number)s, %(seal)s, %(vessel)s, %(voyage)s, %(loading)s, %(discharge)s, etd, eta,
+       cargo_type, temperature_celsius, %(at)s
+  FROM shipments WHERE id = %(id)s"""
+# The past of a shipment that joins halfway is written while it awaits approval, which sends no events (it is
+# not news); approved, it sends events from then on.
+APPROVE = "UPDATE shipments SET awaiting_approval = false, approved_at = %(at)s WHERE id = %(id)s"
+# A run stopped halfway leaves its shipments on the way: the next run archives them (nobody follows them).
+ARCHIVE_LEFTOVERS = """UPDATE shipments SET archived = true
+ WHERE organization_id = %(org)s AND notes = %(notes)s AND status <> 'in_warehouse' AND NOT archived
+RETURNING id"""
+# The receiving check that comes out as a warning, drawn per shipment (None: all pass).
+WARNINGS = (None, "packing_list_totals_match", None, "has_phytosanitary_certificate")
 
 
-def advance_status(conn, org):
-    """Move one shipment whose next milestone is due on to its next status, with its milestone; a line, or None."""
+def step(conn, org, cast, now, rng=random):
+    """One step at `now`: the shipments join that are due, each makes the steps whose time has come, each change
+    in a transaction of its own; yields a line per change. `cast` starts as {} and is kept between steps."""
+    if not cast:
+        cast.update(members=[], next_entry=now + timedelta(seconds=ENTRY_EVERY))
+        archived = _committed(conn, lambda: archive_leftovers(conn, org))
+        if archived:
+            yield archived
+        for phase in sorted(CAST_PHASES, reverse=True):   # the longest on the way first: ids follow bookings
+            yield _join(conn, org, cast, now, phase, rng)
+    while cast["next_entry"] <= now:
+        yield _join(conn, org, cast, cast["next_entry"], 0, rng)
+        cast["next_entry"] += timedelta(seconds=ENTRY_EVERY)
+    for shipment in list(cast["members"]):
+        for offset, name, argument in due_steps(shipment, now):
+            words = _committed(conn, lambda: _make(conn, shipment, offset, name, argument))
+            shipment["done"] += 1
+            yield f"shp_{shipment['shipment_id']} {words}"
+        if finished(shipment):
+            cast["members"].remove(shipment)
+
+
+def archive_leftovers(conn, org):
+    """Archive the simulated shipments a stopped run left on the way; a line, or None."""
     with conn.cursor() as cur:
-        cur.execute(PICK_DUE, {"org": org, "statuses": list(NEXT_STATUS)})
-        row = cur.fetchone()
-        if row is None:
-            return None
-        status, milestone, tracking = NEXT_STATUS[row["status"]]
-        reached = list(TRACKING_ORDER[TRACKING_ORDER.index(tracking):]) if tracking else []
-        cur.execute(SET_STATUS, {"status": status, "tracking": tracking, "reached": reached, "id": row["id"]})
-        if milestone:
-            cur.execute(CONFIRM_ESTIMATES, {"id": row["id"]})
-            cur.execute(INSERT_MILESTONE, {"milestone": milestone, "id": row["id"]})
-        if status == "in_warehouse":
-            cur.execute(DROP_ESTIMATES, {"id": row["id"]})
-    return f"shp_{row['id']} status {row['status']} -> {status}"
+        cur.execute(ARCHIVE_LEFTOVERS, {"org": org["id"], "notes": SIMULATED})
+        count = len(cur.fetchall())
+    return f"archived {count} simulated shipments a previous run left on the way" if count else None
 
 
-def revise_eta(conn, org, rng):
-    """Move one ETA still ahead by 20 minutes to 9 hours either way (never into the past); an alert when it slips far."""
-    minutes = rng.choice((-1, 1, 1)) * rng.randint(20, 9 * 60)
+def join(conn, org, entered, phase, rng):
+    """Book a shipment whose journey stood at `phase` seconds at `entered`, with its past; (shipment, line)."""
     with conn.cursor() as cur:
-        cur.execute(PICK_IN_TRANSIT, {"org": org})
-        row = cur.fetchone()
-        if row is None:
-            return None
-        if minutes < 0 and (row["eta"] - row["now"]).total_seconds() / 60 + minutes < ETA_AHEAD_MINUTES:
-            minutes = -minutes   # an earlier arrival than that would be one already past: later instead
-        cur.execute(MOVE_ETA, {"minutes": minutes, "id": row["id"]})
-        eta = cur.fetchone()["eta"]
-        cur.execute(MOVE_ESTIMATES, {"minutes": minutes, "id": row["id"]})
-        cur.execute(MOVE_CONTAINER_ETAS, {"minutes": minutes, "id": row["id"]})
-        line = f"shp_{row['id']} eta {minutes:+d} min -> {eta:%Y-%m-%d %H:%M}Z"
-        if minutes > DRIFT_ALERT_MINUTES:
-            cur.execute(INSERT_ALERT, {"org": org, "id": row["id"], "key": "eta_drift", "severity": "warning",
-                                       "title": "ETA moved", "summary": f"The carrier moved the arrival to "
-                                                                        f"{eta:%d %b %Y %H:%M} UTC."})
-            line += ", alert eta_drift"
+        cur.execute(TEMPLATES, {"org": org["id"], "notes": SIMULATED, "ports": list(catalog.PORTS)})
+        templates = cur.fetchall()
+        if not templates:
+            raise LookupError("no ocean shipment between known ports with a carrier's free days to copy "
+                              "(seed the organization with: flask --app app demo seed)")
+        template = rng.choice(templates)
+        shipment = {**member(None, entered, phase), **facts(org, template, rng)}
+        at, hidden = moment(shipment, 0), phase > 0
+        cur.execute(BOOK, {"template": template["id"], "erp": f"PO-{rng.randrange(90000, 99999)}",
+                           "transport_reference": codes.bill_of_lading(template["carrier_name"], rng),
+                           "etd": moment(shipment, offset_of("depart")), "eta": moment(shipment, JOURNEY[0][2]),
+                           "at": at, "notes": SIMULATED, "hidden": hidden})
+        shipment["shipment_id"] = cur.fetchone()["id"]
+        for number in shipment["containers"]:
+            vessel = shipment["vessels"][0]
+            cur.execute(ADD_CONTAINER, {"id": shipment["shipment_id"], "number": number, "at": at,
+                                        "seal": codes.seal_number(template["carrier_name"], rng), "vessel": vessel[0],
+                                        "voyage": vessel[2], "loading": shipment["origin"].name,
+                                        "discharge": shipment["destination"].name})
+        record(cur, shipment, "booked", at, shipment["origin"], each_container=False)
+        shipment["done"] = 1
+        for offset, name, argument in past_steps(phase)[1:]:
+            _make(conn, shipment, offset, name, argument)
+            shipment["done"] += 1
+        if hidden:
+            cur.execute(APPROVE, {"id": shipment["shipment_id"], "at": entered})
+        cur.execute("SELECT status FROM shipments WHERE id = %(id)s", {"id": shipment["shipment_id"]})
+        status = cur.fetchone()["status"]
+    route = f"{shipment['origin'].name} -> {shipment['destination'].name} by {template['carrier_name']}"
+    if not hidden:
+        return shipment, f"shp_{shipment['shipment_id']} booked {route}, {len(shipment['containers'])} container(s)"
+    return shipment, (f"shp_{shipment['shipment_id']} joins: {route}, booked {(entered - at).days} days ago, "
+                      f"now {status}")
+
+
+def facts(org, template, rng):
+    """What the booking chooses: places, containers, vessels, the cargo, the receiving check that will warn."""
+    carrier = catalog.CARRIERS_BY_NAME[template["carrier_name"]]
+    origin = catalog.PORTS[template["origin_location"]]
+    importer = catalog.IMPORTERS.get(org["slug"])
+    destination = catalog.PORTS[template["destination_location"]]
+    return {"origin": origin, "destination": destination,
+            "hub": catalog.PORTS[catalog.TRANSSHIPMENT_PORTS.get(origin.country, "Algeciras")],
+            "warehouse": catalog.INLAND[importer.warehouse] if importer else destination,
+            "containers": [codes.container_number(rng.choice(carrier.prefixes), rng.randrange(1_000_000))
+                           for _ in range(rng.choice((1, 1, 2)))],
+            "vessels": [(*rng.choice(carrier.vessels), codes.voyage(rng)) for _ in range(2)],
+            "cargo_type": template["cargo_type"], "warning": rng.choice(WARNINGS)}
+
+
+def _join(conn, org, cast, entered, phase, rng):
+    shipment, line = _committed(conn, lambda: join(conn, org, entered, phase, rng))
+    cast["members"].append(shipment)
     return line
 
 
-def run_checks(conn, org, rng):
-    """Run one shipment's checks again, one with a new outcome, and finish the run."""
+def _make(conn, shipment, offset, name, argument):
     with conn.cursor() as cur:
-        cur.execute(PICK_CHECKED, {"org": org})
-        row = cur.fetchone()
-        if row is None:
-            return None
-        cur.execute(START_RUN, {"org": org, "id": row["id"]})
-        run = cur.fetchone()["id"]
-        cur.execute("SELECT key FROM checks WHERE shipment_id = %(id)s ORDER BY id", {"id": row["id"]})
-        key = rng.choice([each["key"] for each in cur.fetchall()])
-        status, message = rng.choice(CHECK_OUTCOMES)
-        cur.execute(WRITE_RESULTS, {"run": run, "key": key, "status": status, "message": message, "id": row["id"]})
-        cur.execute(FINISH_RUN, {"run": run})
-    return f"shp_{row['id']} checks run, {key} {status}"
+        return STEPS[name](cur, shipment, moment(shipment, offset), argument)
 
 
-def resolve_old_alert(conn, org):
-    """Resolve the oldest open alert once the organization has more than OPEN_ALERTS_KEPT."""
-    with conn.cursor() as cur:
-        cur.execute(RESOLVE_OLDEST_ALERT, {"org": org, "kept": OPEN_ALERTS_KEPT})
-        row = cur.fetchone()
-    return None if row is None else f"shp_{row['shipment_id']} alert alr_{row['id']} resolved"
-
-
-def new_draft(conn, org):
-    """A new draft shipment, like one a person enters."""
-    with conn.cursor() as cur:
-        cur.execute(NEW_DRAFT, {"org": org})
-        row = cur.fetchone()
-    return None if row is None else f"shp_{row['id']} new draft"
-
-
-def step(conn, org, rng=random):
-    """One step of the simulation, each change in a transaction of its own; yields a line per change made."""
-    changes = [lambda: advance_status(conn, org) or new_draft(conn, org), lambda: revise_eta(conn, org, rng),
-               lambda: run_checks(conn, org, rng), lambda: resolve_old_alert(conn, org)]
-    for change in changes:
-        try:
-            line = change()
-            conn.commit()
-        except BaseException:
-            conn.rollback()
-            raise
-        if line:
-            yield line
+def _committed(conn, change):
+    try:
+        result = change()
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
+    return result
