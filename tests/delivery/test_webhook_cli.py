@@ -156,6 +156,23 @@ def test_test_event_sent_once_signed_and_not_counted(cli, org, conn, receiver):
         assert cur.fetchall()[-1] == {"state": "failed", "max_attempts": 1, "next_attempt_at": None}
 
 
+def test_a_certificate_of_an_unknown_ca_names_the_setting(database_url, org, receiver):
+    """A receiver whose CA is not trusted: the failure says which setting trusts it, as a refused address does."""
+    from app import create_app
+
+    app = create_app({"TESTING": True, "DATABASE_URL": database_url, "WEBHOOK_ALLOWED_NETWORKS": ["127.0.0.1/32"]})
+    runner = app.test_cli_runner()
+    added = runner.invoke(args=["webhooks", "add", "--org", "acme", "--url", receiver.url("/ok", host="127.0.0.1"),
+                                "--events", ALL])
+    result = runner.invoke(args=["webhooks", "test", added.output.split()[0]])
+    failed = re.fullmatch(r"msg_1 -> whe_1: failed \(TLS error: \[SSL: CERTIFICATE_VERIFY_FAILED\] certificate verify "
+                          r"failed: (.+) \(_ssl\.c:\d+\) \(a receiver's own CA is trusted with "
+                          r"SHIPTRACK_WEBHOOK_CA_BUNDLE\)\), HTTP - in \d+ ms\nError: the test event was not delivered\n",
+                          result.output)
+    assert result.exit_code == 1 and failed, result.output
+    assert receiver.requests == []
+
+
 def test_test_event_rendered_through_the_outbox(cli, org, conn, receiver, monkeypatch):
     """`webhooks test` renders like every event (delivery.outbox.render_pending) and sends the stored bytes."""
     calls = []
