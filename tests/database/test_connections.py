@@ -168,6 +168,14 @@ def test_resolving_the_embedded_url_writes_no_environment(monkeypatch):
     assert db.resolve_database_url("postgresql:///mine") == "postgresql:///mine"
 
 
+def test_psql_gets_the_password_by_the_environment_never_the_command_line():
+    command, environment = embedded.psql_command("postgresql://reader:s3cret@db.example:6432/shiptrack?sslmode=require")
+    assert command[1:] == ["user=reader dbname=shiptrack host=db.example port=6432 sslmode=require"]
+    assert environment == {"PGPASSWORD": "s3cret"}
+    command, environment = embedded.psql_command("postgresql://postgres@/first_shipment?host=/x/pg")
+    assert (command[1:], environment) == (["user=postgres dbname=first_shipment host=/x/pg"], {})
+
+
 def test_an_unknown_pooler_is_refused_at_start():
     from app import create_app
 
