@@ -16,11 +16,11 @@ horizon: slower, never wrong.  docs/sync.md explains it for users.
 """
 # GET /changes: live and deleted shipments after a position, below the horizon (the first three CTEs:
 # changes of transactions below it are final, module docstring), oldest change first.
-# Each branch is one range scan of its (organization_id, change_xid, id) index. An empty page is one row of
-# nulls saying whether the cursor is beyond every transaction the server has begun (`beyond`): no position
-# handed out can be, so it came from another server or from before a restore, and would wait for ever. A deletion is ignored
+# Each branch is one range scan of its (organization_id, change_xid, id) index. A deletion is ignored
 # while the organization has a shipment of that id it has seen (one moved back, or an id given again
-# by hand): that shipment comes whole instead.
+# by hand): that shipment comes whole instead. An empty page is one row of nulls saying whether the
+# cursor is beyond every transaction the server has begun (`beyond`): no position handed out can be,
+# so it came from another server or from before a restore, and would wait for ever.
 FEED_SQL = """
 WITH snapshot AS (SELECT pg_current_snapshot() AS taken),
 elsewhere AS (
