@@ -4,6 +4,7 @@ from flask import Blueprint
 from api import responses, shipment_renderings
 from api.apidoc import get_route
 from api.context import get_conn, principal, version
+from api.errors import InvalidParameter
 from api.params import ChangeCursor, parse_query
 from api.schemas.changes import ChangeListSchema
 from api.schemas.present import dumps, present
@@ -12,6 +13,9 @@ from api.schemas.shipments import DeletedShipmentSchema
 from models import changes, db
 
 bp = Blueprint("changes", __name__)
+
+BEYOND_MESSAGE = ("since is ahead of every change this database has made: the cursor comes from another database "
+                  "or from before a restore. Start again without since (or with since=0.0) and rebuild your copy.")
 
 
 @get_route(bp, "/changes", ChangeListSchema, query=ChangeListQuerySchema)
@@ -24,6 +28,9 @@ def list_changes():
     shipments deleted or hidden since (awaiting approval, owned elsewhere) come as
     `{object, id, deleted: true, revision}`. Omit `since` to start from the beginning (every
     shipment), then pass `next_since` each time: while `has_more` is true, ask again at once.
+    A cursor never expires; `0.0` starts from the beginning too. A cursor this database cannot
+    have given (one from another database, or kept from before a restore) is a 400
+    `invalid_parameter` on `since`: start again from the beginning.
 
     No change is ever skipped, however writers' transactions interleave: a change becomes visible
     here only when every transaction that began writing before it has ended, so a change committed
@@ -33,7 +40,10 @@ def list_changes():
     since = query.get("since", ChangeCursor.START)
     conn, organization_id, api_version = get_conn(), principal()["organization_id"], version()
     with db.one_snapshot(conn):
-        page = changes.changes_after(conn, organization_id, since, query["limit"] + 1)
+        try:
+            page = changes.changes_after(conn, organization_id, since, query["limit"] + 1)
+        except changes.CursorBeyond:
+            raise InvalidParameter(BEYOND_MESSAGE, param="since") from None
         visible = [shipment_id for _position, shipment_id, _revision, is_visible in page if is_visible]
         rows = (shipment_renderings.page(conn, organization_id, api_version, len(visible), shipment_ids=visible)
                 if visible else [])

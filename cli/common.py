@@ -1,5 +1,6 @@
 """Helpers shared by the command groups: a transaction, lookups that fail with a clear message."""
 from contextlib import contextmanager
+from datetime import datetime, timezone
 
 import click
 from flask import current_app
@@ -55,7 +56,7 @@ def require_member(conn, organization, email, roles=organizations.ROLES):
     if member is None:
         raise click.ClickException(f"{email} is not a member of {organization['slug']}")
     if member["role"] not in roles:
-        raise click.ClickException(f"{email} is a {member['role']} of {organization['slug']}; "
+        raise click.ClickException(f"{email} is {with_article(member['role'])} of {organization['slug']}; "
                                    f"this needs one of: {', '.join(roles)}")
     return member
 
@@ -68,10 +69,36 @@ def require_id(value, prefix, noun):
     return object_id
 
 
-def print_table(rows, columns):
-    """Print rows as an aligned text table."""
+def with_article(role):
+    """`an owner`, `an admin`, `a member`."""
+    return f"{'an' if role[:1] in 'aeiou' else 'a'} {role}"
+
+
+def cut(text, width):
+    """`text` if it has at most `width` characters, else its start and `...` in `width`."""
+    return text if len(text) <= width else f"{text[:width - 3]}..."
+
+
+def print_table(rows, columns, details=None):
+    """Print rows as an aligned text table; `details(row)` gives the lines printed indented under a row."""
     text = [[("" if row[c] is None else str(row[c])) for c in columns] for row in rows]
     widths = [max([len(c)] + [len(r[i]) for r in text]) for i, c in enumerate(columns)]
-    click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
-    for r in text:
-        click.echo("  ".join(v.ljust(w) for v, w in zip(r, widths)))
+    click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip())
+    for row, r in zip(rows, text):
+        click.echo("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+        for line in (details(row) if details else ()):
+            click.echo(f"  {line}")
+
+
+def format_when(value):
+    """A time as the commands print and `--since` reads it: UTC, to the second, Z suffix."""
+    return None if value is None else value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_since(value):
+    """Parse `--since`: ISO 8601; a time without an offset is UTC."""
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a time like 2026-10-01T08:00:00Z", param_hint="--since") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)

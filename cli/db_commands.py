@@ -1,10 +1,17 @@
-"""`flask db init | upgrade | status`: the schema and its numbered migrations (models/migrations.py)."""
+"""`flask db init | upgrade | status`: the schema and its numbered migrations (models/migrations.py); `flask db
+psql`: psql on the same database."""
+import os
+import subprocess
+import sys
+
 import click
+from flask import current_app
 from flask.cli import AppGroup
 
 from cli.common import transaction
 from cli.secrets import key_notice
 from models import migrations
+from models.embedded import psql_command
 
 db_cli = AppGroup("db", help="Database schema.")
 
@@ -43,6 +50,14 @@ def status():
     line, notice = _run(check)
     click.echo(line)
     _echo_notice(notice)
+
+
+@db_cli.command("psql", context_settings={"ignore_unknown_options": True, "help_option_names": []})
+@click.argument("arguments", nargs=-1, type=click.UNPROCESSED)
+def psql(arguments):
+    """Run psql on this database with ARGUMENTS (`-1 -f block.sql`); the embedded server stays up meanwhile."""
+    command, environment = psql_command(current_app.config["DATABASE_URL"])
+    sys.exit(subprocess.run([*command, *arguments], env={**os.environ, **environment}).returncode)
 
 
 def _echo_notice(notice):

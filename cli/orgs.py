@@ -4,7 +4,7 @@ from flask.cli import AppGroup
 
 from api import versions
 from api.ids import PREFIXES, format_id
-from cli.common import print_table, require_member, require_organization, transaction
+from cli.common import print_table, require_member, require_organization, transaction, with_article
 from models import organizations
 
 orgs_cli = AppGroup("orgs", help="Organizations.")
@@ -106,7 +106,7 @@ def add(slug, email, role, name, actor):
             require_member(conn, org, actor, ("owner",) if role == "owner" else ("admin", "owner"))
         user = organizations.ensure_user(conn, email, name)
         organizations.add_member(conn, org["id"], user["id"], role)
-    click.echo(f"{email} is a {role} of {slug}")
+    click.echo(f"{email} is {with_article(role)} of {slug}")
 
 
 @members_cli.command("remove")

@@ -2,8 +2,8 @@
 import click
 
 from api.ids import PREFIXES, format_id
-from cli.common import print_table, require_id, require_member, require_organization, transaction
-from cli.webhooks import EVENT, MANAGERS, actor_option, format_when, webhooks_cli
+from cli.common import format_when, print_table, require_id, require_member, require_organization, transaction
+from cli.webhooks import EVENT, MANAGERS, actor_option, webhooks_cli
 from delivery.sender import utcnow
 from delivery.outbox import RENDER_BATCH, render_pending
 from models import events, organizations

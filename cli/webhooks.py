@@ -1,13 +1,13 @@
 """`flask webhooks ...`: webhook endpoints as the application settings manage them (admins and owners)."""
 import uuid
-from datetime import datetime, timezone
 
 import click
 from flask import current_app
 from flask.cli import AppGroup
 
 from api.ids import PREFIXES, format_id
-from cli.common import print_table, require_id, require_member, require_organization, transaction
+from cli.common import (cut, format_when, parse_since, print_table, require_id, require_member, require_organization,
+                        transaction)
 from cli.secrets import secret_keys
 from delivery import recording, signing, ssrf
 from delivery.sender import send_delivery, utcnow
@@ -21,6 +21,8 @@ webhooks_cli = AppGroup("webhooks", help="Webhook endpoints: add, list, secrets,
 MANAGERS = ("admin", "owner")
 EVENT, ENDPOINT = PREFIXES["webhook_event"], PREFIXES["webhook_endpoint"]
 actor_option = click.option("--as", "actor", help="E-mail of the admin or owner doing this.")
+# No line of `list` and `attempts` is wider (a URL longer than that excepted: it is shown whole, to be copied).
+LIST_WIDTH = 120
 
 
 def _settings():
@@ -48,20 +50,6 @@ def _event_types(value):
         raise click.BadParameter(f"unknown event type {unknown[0]!r}; choose from {', '.join(webhooks.EVENT_TYPES)} "
                                  f"(webhook.test is sent only by `webhooks test`)", param_hint="--events")
     return types
-
-
-def format_when(value):
-    """A time as the commands print and `--since` reads it: UTC, to the second, Z suffix."""
-    return None if value is None else value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _since(value):
-    """Parse `--since`: ISO 8601; a time without an offset is UTC."""
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        raise click.BadParameter(f"{value!r} is not a time like 2026-10-01T08:00:00Z", param_hint="--since") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
 
 
 def _endpoint(conn, value, actor):
@@ -108,14 +96,19 @@ def list_(slug, actor):
         rows = webhooks.list_endpoints(conn, org["id"])
     for row in rows:
         row["id"] = format_id(ENDPOINT, row["id"])
-        row["events"] = ",".join(row["event_types"])
         row["state"] = "enabled" if row["enabled"] else "disabled"
         # The 3-day rule disables at the first failure after this time, if failures keep coming.
         row["disables_at"] = format_when(recording.disables_at(row["failing_since"]) if row["enabled"] else None)
         row["failing_since"] = format_when(row["failing_since"])
         row["last_success"] = format_when(row["last_success"])
-    print_table(rows, ["id", "url", "events", "state", "waiting", "failing_since", "last_success", "disables_at",
-                       "disabled_reason", "description"])
+    print_table(rows, ["id", "state", "waiting", "failing_since", "last_success", "disables_at"], _endpoint_lines)
+
+
+def _endpoint_lines(row):
+    """Under an endpoint of the list: its URL (whole, to be copied), events, description, why it was disabled."""
+    return [row["url"], "events " + ",".join(row["event_types"]),
+            *(cut(f"{label} {' '.join(row[key].split())}", LIST_WIDTH - 2) for label, key in
+              (("description", "description"), ("disabled:", "disabled_reason")) if row[key])]
 
 
 @webhooks_cli.command("reveal-secret")
@@ -259,7 +252,7 @@ def resend(event_id, endpoint_id, actor):
 def recover(endpoint_id, since, actor):
     """Queue the events since then that the endpoint subscribes to and did not receive (failed, dropped, never made)."""
     now = utcnow()
-    start = _since(since)
+    start = parse_since(since)
     # Older events are gone or going (30-day retention); asking for more than that is not an error.
     start = max(start, now - recording.RETENTION)
     with transaction() as conn:
@@ -274,7 +267,6 @@ def recover(endpoint_id, since, actor):
 # The attempt log's columns: 103 characters with the longest values (an 18-digit event id,
 # shipment.checks_completed, interrupted); address, error, reply and next attempt go on a line under each.
 ATTEMPT_COLUMNS = ["attempted_at", "event", "type", "attempt", "reason", "status", "http", "ms"]
-ATTEMPTS_WIDTH = 120  # no line of the log is wider
 
 
 @webhooks_cli.command("attempts")
@@ -285,17 +277,18 @@ def attempts(endpoint_id, limit, actor):
     """An endpoint's attempt log, newest first; under each attempt: address, error, reply, next attempt."""
     with transaction() as conn:
         rows = webhooks.list_attempts(conn, _endpoint(conn, endpoint_id, actor)["id"], limit)
-    text = [[format_when(row["attempted_at"]), format_id(EVENT, row["event_id"]), row["type"], row["attempt"],
-             row["reason"], row["state"], row["status_code"], row["duration_ms"]] for row in rows]
-    text = [["" if value is None else str(value) for value in values] for values in text]
-    widths = [max([len(column)] + [len(values[i]) for values in text]) for i, column in enumerate(ATTEMPT_COLUMNS)]
-    click.echo("  ".join(column.ljust(width) for column, width in zip(ATTEMPT_COLUMNS, widths)).rstrip())
-    for row, values in zip(rows, text):
-        click.echo("  ".join(value.ljust(width) for value, width in zip(values, widths)).rstrip())
-        reply = " ".join((row["response_body"] or "").split())[:60]
-        details = "; ".join(part for part in (
-            row["address"] and f"to {row['address']}", row["error"], reply and f"replied {reply}",
-            row["delivery_state"] == "pending" and row["next_attempt_at"]
-            and f"next attempt {format_when(row['next_attempt_at'])}") if part)
-        if details:
-            click.echo(f"  {details}" if len(details) <= ATTEMPTS_WIDTH - 2 else f"  {details[:ATTEMPTS_WIDTH - 5]}...")
+    shown = [dict(zip(ATTEMPT_COLUMNS, (format_when(row["attempted_at"]), format_id(EVENT, row["event_id"]),
+                                        row["type"], row["attempt"], row["reason"], row["state"], row["status_code"],
+                                        row["duration_ms"])), row=row) for row in rows]
+    print_table(shown, ATTEMPT_COLUMNS, _attempt_lines)
+
+
+def _attempt_lines(shown):
+    """Under an attempt of the log: the address, error, reply and next attempt, on one line."""
+    row = shown["row"]
+    reply = " ".join((row["response_body"] or "").split())[:60]
+    details = "; ".join(part for part in (
+        row["address"] and f"to {row['address']}", row["error"], reply and f"replied {reply}",
+        row["delivery_state"] == "pending" and row["next_attempt_at"]
+        and f"next attempt {format_when(row['next_attempt_at'])}") if part)
+    return [cut(details, LIST_WIDTH - 2)] if details else []

@@ -52,6 +52,7 @@ def main(argv=None):
     try:
         check_at_start(dispatcher.link.conn, settings.secret_keys)
         if args.watch:
+            _say_started(dispatcher.link.conn)
             dispatcher.watch()
         else:
             dispatcher.run_pass(args.seconds)
@@ -62,6 +63,14 @@ def main(argv=None):
         raise SystemExit(1) from None
     finally:
         dispatcher.close()
+
+
+def _say_started(conn):
+    """The line a long-running process starts with: what it does, and where it connects (never a password)."""
+    info = conn.info
+    logging.getLogger("delivery").info(
+        "delivering webhooks until SIGTERM, each event within a second of its commit (woken by NOTIFY) "
+        "database=%s host=%s port=%s user=%s", info.dbname, info.host, info.port, info.user)
 
 
 def _give_up(error):

@@ -15,6 +15,7 @@ from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
 from models import db, endpoint_secrets
 from models.db import EMBEDDED_DATA_DIR, EMBEDDED_DATABASE
+from models.embedded import EMBEDDED_DATABASE_VARIABLE
 
 ENCRYPTED_PREFIX = "fernet:"
 # The embedded database's key lives beside its data, so a checkout encrypts with no step of its own.
@@ -145,8 +146,9 @@ def _read_key(path):
         return file.read().strip()
 
 
-def is_embedded(url, data_dir=EMBEDDED_DATA_DIR, database=EMBEDDED_DATABASE):
-    """Whether `url` is the embedded default: unset, or the embedded server's own database.
+def is_embedded(url, data_dir=EMBEDDED_DATA_DIR, database=None):
+    """Whether `url` is the embedded default: unset, or the embedded server's own database (`shiptrack`, or
+    the scratch database $EMBEDDED_DATABASE names: docs/first-shipment.md).
 
     Processes started by one that started the server (dev.py's gunicorn and delivery script) get its
     URL in DATABASE_URL: its socket directory is the one postmaster.pid records (line 5).
@@ -154,7 +156,7 @@ def is_embedded(url, data_dir=EMBEDDED_DATA_DIR, database=EMBEDDED_DATABASE):
     if not url:
         return True
     parts = urlsplit(url)
-    if parts.path.lstrip("/") != database:
+    if parts.path.lstrip("/") != (database or os.environ.get(EMBEDDED_DATABASE_VARIABLE) or EMBEDDED_DATABASE):
         return False
     try:
         lines = (data_dir / "postmaster.pid").read_text().splitlines()

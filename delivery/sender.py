@@ -47,6 +47,8 @@ KEEP_BYTES = 2048       # only the first 2 KB of a reply is read and kept
 # so that the deadline is reported as such, not as a socket timeout that raced it.
 BACKSTOP_SECONDS = 1.0
 
+# OpenSSL's verify codes (X509_V_ERR_*) for a chain ending at a CA not trusted here: the one case a setting fixes.
+UNKNOWN_ISSUER = (2, 18, 19, 20, 21)
 # Errors of a kept-alive connection the receiver had closed: the request is tried again on a fresh one.
 _STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
 
@@ -163,7 +165,8 @@ class Sender:
         elif isinstance(error, requests.Timeout) or isinstance(root, (socket.timeout, TimeoutError)):
             message = f"timed out after {time.monotonic() - started:.1f} s"
         elif isinstance(error, requests.exceptions.SSLError) or isinstance(root, (ssl.SSLError, ssl.CertificateError)):
-            message = f"TLS error: {root}"
+            message = f"TLS error: {root}" + (" (a receiver's own CA is trusted with SHIPTRACK_WEBHOOK_CA_BUNDLE)"
+                                              if getattr(root, "verify_code", None) in UNKNOWN_ISSUER else "")
         elif isinstance(root, ConnectionRefusedError):
             message = "connection refused"
         elif isinstance(root, transport.CutHead):

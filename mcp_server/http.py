@@ -129,9 +129,23 @@ def _finite(text):
     return value
 
 
+def prepare(app):
+    """Build the MCP server and its tools for `app` now, not on the first POST /mcp.
+
+    Importing the SDK takes seconds, which a process serving /mcp pays once: a gunicorn worker pays it
+    as it starts (gunicorn.conf.py, post_worker_init), so no client waits for it. Commands and tests that
+    never serve /mcp do not.
+    """
+    from mcp_server.tools import tool_specs
+
+    with app.app_context():
+        _server()
+    tool_specs(app)
+
+
 def _server():
     if SERVER not in current_app.extensions:
-        from mcp_server.server import build_server  # the SDK takes seconds to import: on the first /mcp only
+        from mcp_server.server import build_server  # the SDK takes seconds to import: only where /mcp is served
 
         current_app.extensions[SERVER] = build_server()
     return current_app.extensions[SERVER]

@@ -18,7 +18,9 @@ horizon: slower, never wrong.  docs/sync.md explains it for users.
 # changes of transactions below it are final, module docstring), oldest change first.
 # Each branch is one range scan of its (organization_id, change_xid, id) index. A deletion is ignored
 # while the organization has a shipment of that id it has seen (one moved back, or an id given again
-# by hand): that shipment comes whole instead.
+# by hand): that shipment comes whole instead. An empty page is one row of nulls saying whether the
+# cursor is beyond every transaction the server has begun (`beyond`): no position handed out can be,
+# so it came from another server or from before a restore, and would wait for ever.
 FEED_SQL = """
 WITH snapshot AS (SELECT pg_current_snapshot() AS taken),
 elsewhere AS (
@@ -47,23 +49,35 @@ gone AS (
      AND NOT EXISTS (SELECT 1 FROM shipments s
                       WHERE s.id = t.id AND s.organization_id = t.organization_id AND s.ever_visible)
    ORDER BY t.change_xid, t.id
+   LIMIT %(limit)s),
+page AS (
+  SELECT * FROM live UNION ALL SELECT * FROM gone
+   ORDER BY change_xid, id
    LIMIT %(limit)s)
-SELECT c.id, c.revision, c.change_xid::text::numeric AS change_xid, c.visible
-  FROM (SELECT * FROM live UNION ALL SELECT * FROM gone) c
+SELECT c.id, c.revision, c.change_xid::text::numeric AS change_xid, c.visible,
+       %(after_xid)s::text::xid8 >= pg_snapshot_xmax(snapshot.taken) AS beyond
+  FROM snapshot LEFT JOIN page c ON true
  ORDER BY c.change_xid, c.id
- LIMIT %(limit)s
 """
+
+
+class CursorBeyond(Exception):
+    """The cursor names a transaction this server has not begun: no page will ever follow it."""
 
 
 def changes_after(conn, organization_id, position, limit):
     """Up to `limit` changes after `position` (change_xid, id), oldest first: (position, id, revision, visible).
 
     The caller runs this inside db.one_snapshot and reads the shipments to show in the same
-    snapshot, so each item is the state its revision names.
+    snapshot, so each item is the state its revision names. Raises CursorBeyond for a position past
+    every transaction of the server.
     """
     after_xid, after_id = position
     with conn.cursor() as cur:
         cur.execute(FEED_SQL, {"organization_id": organization_id, "after_xid": str(after_xid),
                                "after_id": after_id, "limit": limit})
-        return [((int(row["change_xid"]), row["id"]), row["id"], row["revision"], row["visible"])
-                for row in cur.fetchall()]
+        rows = cur.fetchall()
+    if rows[0]["beyond"]:
+        raise CursorBeyond(position)
+    return [((int(row["change_xid"]), row["id"]), row["id"], row["revision"], row["visible"])
+            for row in rows if row["id"] is not None]

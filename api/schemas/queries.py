@@ -60,5 +60,7 @@ class EventListQuerySchema(QuerySchema):
 
 
 class ChangeListQuerySchema(QuerySchema):
-    since = ChangeCursor("`next_since` of the previous page; omitted: from the beginning.")
+    since = ChangeCursor("`next_since` of the previous page; omitted or `0.0`: from the beginning. A cursor never "
+                         "expires; one this database cannot have given (from another database, or from before a "
+                         "restore) is a 400 `invalid_parameter`: start again from the beginning.")
     limit = Limit(default=100)

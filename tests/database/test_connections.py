@@ -158,9 +158,22 @@ def test_importing_the_service_sets_no_logger_level():
 
 def test_resolving_the_embedded_url_writes_no_environment(monkeypatch):
     monkeypatch.delenv("DATABASE_URL", raising=False)
-    monkeypatch.setattr(embedded, "embedded_database_url", lambda: "postgresql:///embedded")
-    assert db.resolve_database_url(None) == "postgresql:///embedded"
+    monkeypatch.delenv("EMBEDDED_DATABASE", raising=False)
+    monkeypatch.setattr(embedded, "embedded_database_url", lambda database: f"postgresql:///{database}")
+    assert db.resolve_database_url(None) == "postgresql:///shiptrack"
     assert "DATABASE_URL" not in os.environ
+    # A scratch database beside the demo's on the same embedded server (docs/first-shipment.md); a URL wins.
+    monkeypatch.setenv("EMBEDDED_DATABASE", "first_shipment")
+    assert db.resolve_database_url(None) == "postgresql:///first_shipment"
+    assert db.resolve_database_url("postgresql:///mine") == "postgresql:///mine"
+
+
+def test_psql_gets_the_password_by_the_environment_never_the_command_line():
+    command, environment = embedded.psql_command("postgresql://reader:s3cret@db.example:6432/shiptrack?sslmode=require")
+    assert command[1:] == ["user=reader dbname=shiptrack host=db.example port=6432 sslmode=require"]
+    assert environment == {"PGPASSWORD": "s3cret"}
+    command, environment = embedded.psql_command("postgresql://postgres@/first_shipment?host=/x/pg")
+    assert (command[1:], environment) == (["user=postgres dbname=first_shipment host=/x/pg"], {})
 
 
 def test_an_unknown_pooler_is_refused_at_start():

@@ -171,12 +171,14 @@ def test_tls_is_verified_against_the_host_name(receiver, ca_bundle):
     outcome = _send(receiver.url("/ok", host="other.receiver.test"), ca_bundle)
     assert not outcome.succeeded and outcome.error.startswith("TLS error:")
     assert "other.receiver.test" in outcome.error
+    assert "SHIPTRACK_WEBHOOK_CA_BUNDLE" not in outcome.error, "a CA bundle cannot fix a certificate for another host"
     assert receiver.requests == []
 
 
 def test_unknown_ca_is_refused_without_the_bundle_setting(receiver):
     outcome = _send(receiver.url("/ok"), None)
     assert not outcome.succeeded and "CERTIFICATE_VERIFY_FAILED" in outcome.error
+    assert outcome.error.endswith(" (a receiver's own CA is trusted with SHIPTRACK_WEBHOOK_CA_BUNDLE)"), outcome.error
 
 
 def test_keep_alive_connections_are_reused(receiver, ca_bundle):

@@ -1,7 +1,9 @@
 """`python -m delivery --watch`: woken by NOTIFY, delivers well within a second of the commit."""
 import signal
 import statistics
+import threading
 import time
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -39,3 +41,26 @@ def test_watch_delivers_soon_after_commit(conn, database_url, receiver, ca_bundl
             output = process.communicate(timeout=30)[0].decode()
         assert process.returncode == 0, output
     assert [b["data"]["previous_attributes"]["status"] for b in event_bodies(receiver)] == list(STATUSES[:-1])
+
+
+def test_watch_says_what_it_does_and_where_at_start(database_url, ca_bundle):
+    """One line at start: what it does and which database it connects to, without the URL's password."""
+    parts = urlsplit(database_url)
+    with_password = urlunsplit(parts._replace(netloc=f"{parts.username}:not-shown-pw@{parts.hostname}:{parts.port}"))
+    with pass_process(with_password, ca_bundle, "--watch") as process:
+        lines = []
+        try:
+            reader = threading.Thread(target=lambda: lines.extend(iter(process.stdout.readline, b"")), daemon=True)
+            reader.start()
+            assert wait_for(lambda: any(b"delivering webhooks" in line for line in lines), seconds=30), lines
+        finally:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=30)
+            reader.join(10)
+    output = b"".join(lines).decode()
+    assert process.returncode == 0, output
+    started = next(line for line in output.splitlines() if "delivering webhooks" in line)
+    assert started.split(" ", 2)[2] == (
+        "INFO delivery delivering webhooks until SIGTERM, each event within a second of its commit (woken by NOTIFY) "
+        f"database={parts.path.lstrip('/')} host={parts.hostname} port={parts.port} user={parts.username}")
+    assert "not-shown-pw" not in output

@@ -284,7 +284,8 @@ def test_the_embedded_database_makes_its_key_once(tmp_path):
     assert not (tmp_path / "unused").exists()
 
 
-def test_which_url_is_the_embedded_database(tmp_path):
+def test_which_url_is_the_embedded_database(tmp_path, monkeypatch):
+    monkeypatch.delenv("EMBEDDED_DATABASE", raising=False)
     (tmp_path / "postmaster.pid").write_text("123\n/x/pg\n1\n5432\n/x/pg\n\n")
     assert secret_key.is_embedded(None, tmp_path)
     assert secret_key.is_embedded("postgresql://postgres:@/shiptrack?host=/x/pg", tmp_path)
@@ -292,6 +293,10 @@ def test_which_url_is_the_embedded_database(tmp_path):
     assert not secret_key.is_embedded("postgresql://postgres:@/shiptrack?host=/elsewhere", tmp_path)
     assert not secret_key.is_embedded("postgresql://db.example/shiptrack", tmp_path)
     assert not secret_key.is_embedded("postgresql://postgres:@/shiptrack?host=/x/pg", tmp_path / "none")
+    # A scratch database beside the demo's (docs/first-shipment.md) shares the server's key.
+    monkeypatch.setenv("EMBEDDED_DATABASE", "first_shipment")
+    assert secret_key.is_embedded("postgresql://postgres:@/first_shipment?host=/x/pg", tmp_path)
+    assert not secret_key.is_embedded("postgresql://postgres:@/st_1_tests?host=/x/pg", tmp_path)
 
 
 def _seal(conn, endpoint, keys):

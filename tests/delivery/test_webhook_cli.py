@@ -156,6 +156,24 @@ def test_test_event_sent_once_signed_and_not_counted(cli, org, conn, receiver):
         assert cur.fetchall()[-1] == {"state": "failed", "max_attempts": 1, "next_attempt_at": None}
 
 
+def test_a_certificate_of_an_unknown_ca_names_the_setting(database_url, org, receiver):
+    """A receiver whose CA is not trusted: the failure says which setting trusts it, as a refused address does."""
+    from app import create_app
+
+    app = create_app({"TESTING": True, "DATABASE_URL": database_url, "WEBHOOK_ALLOWED_NETWORKS": ["127.0.0.1/32"]})
+    runner = app.test_cli_runner()
+    added = runner.invoke(args=["webhooks", "add", "--org", "acme", "--url", receiver.url("/ok", host="127.0.0.1"),
+                                "--events", ALL])
+    result = runner.invoke(args=["webhooks", "test", added.output.split()[0]])
+    failed = re.fullmatch(r"msg_1 -> whe_1: failed \(TLS error: \[SSL: CERTIFICATE_VERIFY_FAILED\] certificate verify "
+                          r"failed: (.+) \(_ssl\.c:\d+\) \(a receiver's own CA is trusted with "
+                          r"SHIPTRACK_WEBHOOK_CA_BUNDLE\)\), HTTP - in \d+ ms\n"
+                          r"Error: the test event was not delivered\n",
+                          result.output)
+    assert result.exit_code == 1 and failed, result.output
+    assert receiver.requests == []
+
+
 def test_test_event_rendered_through_the_outbox(cli, org, conn, receiver, monkeypatch):
     """`webhooks test` renders like every event (delivery.outbox.render_pending) and sends the stored bytes."""
     calls = []
@@ -266,14 +284,30 @@ def test_list_shows_health(cli, org, conn, receiver, settings):
         cur.execute("UPDATE webhook_endpoints SET failing_since = '2026-10-01T08:00:00Z', "
                     "last_failure_at = '2026-10-01T09:00:00Z'")
     code, output = cli("list", "--org", "acme")
-    header, row = output.splitlines()
-    assert code == 0 and header.split() == ["id", "url", "events", "state", "waiting", "failing_since", "last_success",
-                                            "disables_at", "disabled_reason", "description"]
-    assert row.split() == ["whe_1", receiver.url("/ok", host="127.0.0.1"), "shipment.status_changed", "enabled", "0",
-                           "2026-10-01T08:00:00Z", "2026-09-30T07:00:00Z", "2026-10-04T08:00:00Z", "ERP"]
+    assert code == 0 and output.splitlines() == [
+        "id     state    waiting  failing_since         last_success          disables_at",
+        "whe_1  enabled  0        2026-10-01T08:00:00Z  2026-09-30T07:00:00Z  2026-10-04T08:00:00Z",
+        f"  {receiver.url('/ok', host='127.0.0.1')}", "  events shipment.status_changed", "  description ERP"]
     cli("disable", "whe_1")
-    assert cli("list", "--org", "acme")[1].splitlines()[1].split()[3:8] == [
-        "disabled", "0", "2026-10-01T08:00:00Z", "2026-09-30T07:00:00Z", "disabled"], "no disables_at when disabled"
+    assert cli("list", "--org", "acme")[1].splitlines()[1:] == [
+        "whe_1  disabled  0        2026-10-01T08:00:00Z  2026-09-30T07:00:00Z",
+        f"  {receiver.url('/ok', host='127.0.0.1')}", "  events shipment.status_changed", "  description ERP",
+        "  disabled: disabled by an operator"], "no disables_at when disabled"
+
+
+def test_list_fits_120_columns(cli, org, conn, receiver):
+    """The widest values there are: an 18-digit id, every event type, a long description and reason."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT setval(pg_get_serial_sequence('webhook_endpoints', 'id'), 999999999999999990)")
+    endpoint_id, _ = _add(cli, receiver.url("/ok", host="127.0.0.1"), ALL, "--description", "ERP sync " * 40)
+    with conn.cursor() as cur:
+        cur.execute("UPDATE webhook_endpoints SET failing_since = now(), enabled = false, disabled_at = now(), "
+                    "disabled_reason = repeat('failing for more than 3 days ', 10)")
+    code, output = cli("list", "--org", "acme")
+    lines = output.splitlines()
+    assert code == 0 and lines[1].split()[:3] == [endpoint_id, "disabled", "0"], output
+    assert lines[3] == f"  events {ALL}" and lines[4].endswith("ERP ...") and lines[5].endswith("for more t...")
+    assert max(len(line) for line in lines) == 120 and not any(line.endswith(" ") for line in lines), output
 
 
 def test_recover_queues_what_was_missed_once(cli, org, conn, receiver, settings):

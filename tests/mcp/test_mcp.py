@@ -20,7 +20,7 @@ from tests.support import ROOT
 from tests.support.apps import NO_RATE_LIMITS
 from tests.support.counting import statement_counts
 from tests.support.factories import auth, make_org, make_shipment, make_token
-from tests.support.processes import gunicorn
+from tests.support.processes import gunicorn, wait_for
 from tests.support.windows import within_one_window
 
 TOOLS = {"search_shipments", "get_shipment", "get_shipment_timeline", "get_shipment_free_time",
@@ -385,3 +385,22 @@ def test_a_tool_call_costs_one_token_check_and_one_count_as_its_get_does(app, cl
     assert hits() == before + 1
     assert response.headers["RateLimit"] == f'"per_token";r={600 - before - 1};t=' + \
         response.headers["RateLimit"].rpartition("t=")[2]
+
+
+def test_each_worker_builds_the_server_before_serving(database_url, tmp_path):
+    """A worker imports the SDK and builds the server as it starts (gunicorn.conf.py, post_worker_init), so no
+    client's first POST /mcp waits seconds for it: the SDK is in every worker before any /mcp was sent."""
+    import psutil
+
+    with gunicorn(database_url, tmp_path, workers=2, options=("--pid", str(tmp_path / "gunicorn.pid"))):
+        master = psutil.Process(int((tmp_path / "gunicorn.pid").read_text()))
+        assert wait_for(lambda: len(master.children()) == 2, 30)
+        workers = master.children()
+        # No request at all was sent: a worker that built it on first use would never load it.
+        assert wait_for(lambda: all(_sdk_loaded(worker.pid) for worker in workers), 30), \
+            [(worker.pid, _sdk_loaded(worker.pid)) for worker in workers]
+
+
+def _sdk_loaded(pid):
+    """Whether the process has loaded pydantic's compiled core, which only the MCP SDK imports."""
+    return "_pydantic_core" in Path(f"/proc/{pid}/maps").read_text()

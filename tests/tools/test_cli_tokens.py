@@ -1,4 +1,4 @@
-"""`flask tokens ...` and `flask members remove`: creation, the limit of 10, listing, revocation."""
+"""`flask tokens ...` and `flask members add|remove`: creation, the limit of 10, listing, revocation."""
 import hashlib
 import re
 from datetime import datetime, timedelta, timezone
@@ -209,3 +209,16 @@ def test_tokens_of_members_removed_outside_the_cli_do_not_count(cli, conn):
         cur.execute("UPDATE memberships SET removed_at = now() WHERE user_id = "
                     "(SELECT id FROM users WHERE email = 'member@acme.example')")
     create(cli, user="owner@acme.example", name="owner's")
+
+
+@pytest.mark.parametrize("role, said", [("admin", "an admin"), ("owner", "an owner"), ("member", "a member")])
+def test_members_add_says_the_role_in_english(cli, role, said):
+    result = cli("members", "add", "--org", "acme", "--email", "new@acme.example", "--role", role)
+    assert (result.exit_code, result.output) == (0, f"new@acme.example is {said} of acme\n")
+
+
+def test_a_refused_role_is_said_in_english(cli):
+    refused = cli("members", "add", "--org", "acme", "--email", "new@acme.example", "--role", "owner",
+                  "--as", "admin@acme.example")
+    assert (refused.exit_code, refused.output) == (
+        1, "Error: admin@acme.example is an admin of acme; this needs one of: owner\n")

@@ -130,19 +130,19 @@ def test_unknown_organization(cli, org):
 def test_versions_lists_the_published_ones(cli, conn, org, three_versions):
     result = cli("orgs", "versions")
     assert (result.exit_code, result.stdout) == (0, "version     latest\n"
-                                                    "2026-10-01        \n"
-                                                    "2027-01-01        \n"
-                                                    "2027-06-01  yes   \n")
+                                                    "2026-10-01\n"
+                                                    "2027-01-01\n"
+                                                    "2027-06-01  yes\n")
     pin(conn, MIDDLE)
     result = cli("orgs", "versions", "--org", "acme")
     assert (result.exit_code, result.stdout, result.stderr) == (0, "version     latest  pinned\n"
-                                                                   "2026-10-01                \n"
-                                                                   "2027-01-01          yes   \n"
-                                                                   "2027-06-01  yes           \n", "")
+                                                                   "2026-10-01\n"
+                                                                   "2027-01-01          yes\n"
+                                                                   "2027-06-01  yes\n", "")
 
 
 def test_versions_of_a_never_pinned_organization(cli, org):
     result = cli("orgs", "versions", "--org", "acme")
     assert result.exit_code == 0
-    assert result.stdout == "version     latest  pinned\n2026-10-01  yes           \n"
+    assert result.stdout == "version     latest  pinned\n2026-10-01  yes\n"
     assert result.stderr == "acme has no pin yet: its first request without Service-Version pins it to 2026-10-01\n"

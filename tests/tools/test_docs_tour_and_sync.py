@@ -2,6 +2,8 @@
 (alerts and checks are top level, `?shipment=`), and a mirror made from the change feed equals
 `GET /shipments?archived=any`, archived shipments included."""
 import re
+import subprocess
+import sys
 
 from tests.support import ROOT
 
@@ -11,19 +13,45 @@ TOUR = ROOT.joinpath("README.md").read_text().split("## A ten-minute tour", 1)[1
 def tour_paths():
     """The paths the tour's curl commands GET, and the paths it names in its text."""
     fetched = re.findall(r"curl -s -H \"Authorization: Bearer \$TOKEN\" \"?http://127\.0\.0\.1:8000(/[^\s\"<]+)\"?\n", TOUR)
-    named = re.findall(r"`(/(?:shipments|alerts|checks)[^`\s]*shp_\d+[^`\s]*)`", TOUR)
+    named = re.findall(r"`(/(?:shipments|alerts|checks)[^`\s]*\$SHIPMENT[^`\s]*)`", TOUR)
     return fetched, named
+
+
+def chosen_shipment(client, headers):
+    """What the tour's `export SHIPMENT=$(...)` sets: its GET, then its Python one-liner on the answer."""
+    path, program = re.search(r"export SHIPMENT=\$\(curl -s -H \"Authorization: Bearer \$TOKEN\" "
+                              r"\"http://127\.0\.0\.1:8000(\S+)\" \\\n\s+\| python3 -c '([^']+)'\)", TOUR).groups()
+    answer = subprocess.run([sys.executable, "-c", program], input=client.get(path, headers=headers).get_data(),
+                            capture_output=True, check=True)
+    return answer.stdout.decode().strip()
 
 
 def test_every_get_the_tour_shows_answers(demo_database):
     fetched, named = tour_paths()
-    assert "/alerts?shipment=shp_299" in named and "/checks?shipment=shp_299" in named, named
+    assert "/alerts?shipment=$SHIPMENT" in named and "/checks?shipment=$SHIPMENT" in named, named
     assert len(fetched) >= 6, fetched
     client = demo_database.app.test_client()
-    answers = {path: client.get(path, headers=demo_database.headers).status_code for path in fetched + named}
-    assert answers == {path: 200 for path in fetched + named}
+    shipment = chosen_shipment(client, demo_database.headers)
+    assert re.fullmatch(r"shp_\d+", shipment)
+    paths = [path.replace("$SHIPMENT", shipment) for path in fetched + named]
+    answers = {path: client.get(path, headers=demo_database.headers).status_code for path in paths}
+    assert answers == {path: 200 for path in paths}
     # What the tour used to suggest: alerts and checks do not hang off a shipment.
-    assert client.get("/shipments/shp_299/alerts", headers=demo_database.headers).status_code == 404
+    assert client.get(f"/shipments/{shipment}/alerts", headers=demo_database.headers).status_code == 404
+
+
+def test_the_tour_names_no_id_the_simulator_makes_stale(demo_database):
+    """Steps 1 to 3 name no shipment by number (the simulator adds drafts, so the newest changes), and say
+    which checks /checks lists by default; the checks path the tour gives with `status=` lists them all."""
+    steps = TOUR.split("3. **The change feed.**", 1)[0]
+    assert re.findall(r"shp_\d+", steps) == []
+    assert "only failed and warning checks unless `status=` names others" in " ".join(steps.split())
+    client = demo_database.app.test_client()
+    shipment = chosen_shipment(client, demo_database.headers)
+    (listed,) = [path.replace("$SHIPMENT", shipment) for path in tour_paths()[1] if "status=" in path]
+    counts = client.get(f"/shipments/{shipment}", headers=demo_database.headers).json["checks"]
+    listed_checks = client.get(listed, headers=demo_database.headers).json["data"]
+    assert counts["total"] > 0 and len(listed_checks) == counts["total"]
 
 
 def pages(client, headers, path, params, cursor):
