@@ -10,8 +10,8 @@ request in flight) each under gunicorn with 2 workers and the service's own guni
 worker and 32 threads, a connection closed after each response, the access log, the deadline on each wait
 for the database), measured alternately, `--clients` connections each requesting as fast as answers come
 for `--seconds`. Prints requests/s per round, the medians and the ratio service/floor (docs/performance.md
-has the targets), and the CPU time each gunicorn (master and workers) used per request
-answered: a figure that other programs busy on the machine change less than requests/s. Beside them,
+has the targets), and the CPU time each gunicorn (master and workers) and the database's backends used per
+request answered: figures that other programs busy on the machine change less than requests/s. Beside them,
 bench/ceiling_app.py under the same gunicorn: the service's own answer held in memory and sent as it is
 (what gunicorn and Flask cost; the service/ceiling ratio is the share of it the service reaches), and
 after each round the p50 of `--latency` requests of the service (and of `--code`) one at a time.
@@ -34,6 +34,7 @@ import threading
 import time
 from pathlib import Path
 
+import psycopg2
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -96,12 +97,24 @@ def gunicorn_cpu(master):
     return sum(cpu_seconds(pid) or 0.0 for pid in (master.pid, *map(int, workers)))
 
 
+def backend_cpu(conn, databases):
+    """{pid: CPU seconds} of the client backends connected to `databases`, the asking connection's own left out.
+
+    Only the server loaded in a round asks the database anything, so what these backends use in a round is its.
+    """
+    with conn.cursor() as cur:
+        cur.execute("SELECT pid FROM pg_stat_activity WHERE datname = ANY(%s) AND backend_type = 'client backend'"
+                    " AND pid <> pg_backend_pid()", (list(databases),))
+        return {pid: cpu_seconds(pid) or 0.0 for (pid,) in cur.fetchall()}
+
+
 def start_servers(args, env, token):
     """({name: gunicorn master}, {name: (URL, headers)}, the ceiling's body file): service, floor, other, ceiling."""
     ports = {"service": args.port, "floor": args.port + 1, "other": args.port + 2, "ceiling": args.port + 3}
     auth = {"Authorization": f"Bearer {token}"}
-    # Every access log line (one per request) is written, to /dev/null: a terminal would slow the writer down.
-    quiet = {"workers": 2, "stdout": subprocess.DEVNULL}
+    # Every access log line (one per request) is written by all of them, to --access-log: a terminal would slow
+    # the writers down and bury the figures.
+    quiet = {"workers": 2, "stdout": args.access_log}
     servers = {"service": start_gunicorn(env, ports["service"], **quiet)}
     # From the project's root, so gunicorn reads the service's gunicorn.conf.py for them too: like with like.
     servers["floor"] = start_gunicorn(env, ports["floor"], target="bench.floor_app:app", probe="/shipments", **quiet)
@@ -121,30 +134,35 @@ def start_servers(args, env, token):
     return servers, targets, body
 
 
-def measure(args, servers, targets):
-    """{name: requests/s per round}, {name: CPU ms per request}, {name: p50s}, {name: answers not 2xx}."""
+def measure(args, servers, targets, database):
+    """{name: requests/s per round}, {name: CPU ms per request of gunicorn, of PostgreSQL}, {name: p50s},
+    {name: answers not 2xx}."""
     rates, cpu_ms = {name: [] for name in targets}, {name: [] for name in targets}
+    pg_ms = {name: [] for name in targets}
+    databases = (args.database, args.database + "_code")
     failed = dict.fromkeys(targets, 0)
     latencies = {name: [] for name in ("service", "other") if name in targets}
     for name, (target, headers) in targets.items():      # warm each (stored renderings, caches)
         failed[name] += throughput(target, headers, args.clients, 2)[2]
     for round_number in range(args.rounds):
         for name, (target, headers) in targets.items():
-            cpu = gunicorn_cpu(servers[name])
+            cpu, backends = gunicorn_cpu(servers[name]), backend_cpu(database, databases)
             rate, answered, refused = (wrk_throughput if args.wrk else throughput)(target, headers, args.clients,
                                                                                    args.seconds)
             failed[name] += refused
             rates[name].append(rate)
             cpu_ms[name].append((gunicorn_cpu(servers[name]) - cpu) * 1000 / max(answered, 1))
-            print(f"round {round_number + 1}: {name:7} {rate:7.1f} requests/s, "
-                  f"{cpu_ms[name][-1]:.2f} ms of gunicorn CPU each", flush=True)
+            used = sum(seconds - backends.get(pid, 0.0) for pid, seconds in backend_cpu(database, databases).items())
+            pg_ms[name].append(used * 1000 / max(answered, 1))
+            print(f"round {round_number + 1}: {name:7} {rate:7.1f} requests/s, {cpu_ms[name][-1]:.2f} ms of gunicorn "
+                  f"CPU each, {pg_ms[name][-1]:.2f} ms of PostgreSQL's", flush=True)
             if refused:
                 print(f"round {round_number + 1}: {name.upper()} MET {refused} ANSWERS THAT WERE NOT 2XX OR "
                       f"CONNECTION ERRORS: THIS RUN DOES NOT COUNT", flush=True)
         for name in latencies:
             latencies[name].append(p50(*targets[name], args.latency))
             print(f"round {round_number + 1}: {name:7} p50 {latencies[name][-1]:.2f} ms one at a time", flush=True)
-    return rates, cpu_ms, latencies, failed
+    return rates, (cpu_ms, pg_ms), latencies, failed
 
 
 def ratio(rates, failed, numerator, denominator):
@@ -155,7 +173,7 @@ def ratio(rates, failed, numerator, denominator):
     return f"{statistics.median(rates[numerator]) / statistics.median(rates[denominator]):.2f}"
 
 
-def report(args, rates, cpu_ms, latencies, failed):
+def report(args, rates, cpu, latencies, failed):
     """The medians and ratios; False when any answer was not 2xx (the ratios it enters are INVALID)."""
     median = {name: statistics.median(values) for name, values in rates.items()}
     print(f"median: service {median['service']:.1f}/s, floor {median['floor']:.1f}/s, "
@@ -168,8 +186,9 @@ def report(args, rates, cpu_ms, latencies, failed):
               f"this checkout / it {ratio(rates, failed, 'service', 'other')}")
     print("median p50 one at a time: " + ", ".join(
         f"{name} {statistics.median(values):.2f} ms" for name, values in latencies.items()))
-    print("median gunicorn CPU per request: " + ", ".join(
-        f"{name} {statistics.median(values):.2f} ms" for name, values in cpu_ms.items()))
+    for whose, cpu_ms in zip(("gunicorn", "PostgreSQL"), cpu):
+        print(f"median {whose} CPU per request: " + ", ".join(
+            f"{name} {statistics.median(values):.2f} ms" for name, values in cpu_ms.items()))
     if any(failed.values()):
         print("THIS RUN DOES NOT COUNT: " + ", ".join(f"{name} met {count} answers not 2xx"
                                                       for name, count in failed.items() if count))
@@ -187,6 +206,8 @@ def main():
     parser.add_argument("--port", type=int, default=18781, help="the service's port; the floor's is the next one")
     parser.add_argument("--wrk", action="store_true", help="load with wrk instead of Python threads (the CEO's bar)")
     parser.add_argument("--latency", type=int, default=200, help="requests one at a time per round for the p50s")
+    parser.add_argument("--access-log", type=argparse.FileType("ab"), default=os.devnull,
+                        help="where every gunicorn's access log goes (/dev/null by default)")
     args = parser.parse_args()
 
     url, server = bench_url(args.database)
@@ -197,9 +218,12 @@ def main():
     token = acme_token(env, "floor")
     env["FLOOR_ORGANIZATION"] = str(acme_id(url))
     servers, targets, body = start_servers(args, env, token)
+    database = psycopg2.connect(url)
+    database.autocommit = True
     try:
-        counted = report(args, *measure(args, servers, targets))
+        counted = report(args, *measure(args, servers, targets, database))
     finally:
+        database.close()
         for process in servers.values():
             process.terminate()
             process.wait()
