@@ -95,11 +95,14 @@ def acme_id(url):
         conn.close()
 
 
-def start_gunicorn(env, port, workers, target="app:create_app()", cwd=ROOT, probe="/openapi.json"):
-    """gunicorn with `target` (the service by default) on 127.0.0.1:port; returns the master once it answers."""
+def start_gunicorn(env, port, workers, target="app:create_app()", cwd=ROOT, probe="/openapi.json", stdout=None):
+    """gunicorn with `target` (the service by default) on 127.0.0.1:port; returns the master once it answers.
+
+    `stdout` takes the access log (gunicorn.conf.py's "-"), e.g. subprocess.DEVNULL; the bench's own by default.
+    """
     process = subprocess.Popen([str(Path(sys.executable).parent / "gunicorn"), "-w", str(workers),
                                 "-b", f"127.0.0.1:{port}", "--log-level", "warning", target],
-                               cwd=cwd, env=env)
+                               cwd=cwd, env=env, stdout=stdout)
     for _ in range(100):
         try:
             requests.get(f"http://127.0.0.1:{port}{probe}", timeout=1)

@@ -27,14 +27,19 @@ from benchkit import (BENCH_DB, RAISED_LIMITS, ROOT, acme_token, bench_url, copy
 
 # (bucket, what a frame of it contains), the first that matches a sample takes it: the order matters.
 BUCKETS = (
-    ("waiting for PostgreSQL (the statements of the request)", ("execute (",)),
+    ("the statement: the wait callback polling for its answer (models/deadline.py)", ("_wait (models/deadline.py",)),
+    ("the statement: the rest of execute (sending it, libpq)", ("execute (",)),
+    ("taking a pooled connection (checkout, looks_alive)", ("checkout (models/db.py",)),
     ("decoding rows from the driver (fetchall, row dicts)", ("fetchall (", "fetchone (", "fetchmany (")),
-    ("joining and encoding the body", ("list_bytes (", "list_text (", "joined (", "dumps (")),
-    ("hashing for the ETag", ("body_etag (", "stored_etag (", "md5_list_digest (")),
-    ("writing the response to the socket", ("sendall (", "sendfile (")),
+    ("joining the body and its ETag", ("list_bytes (", "list_text (", "joined (", "dumps (", "body_etag (",
+                                       "stored_etag (", "md5_list_digest (")),
+    ("writing the head (a sendall of its own)", ("send_headers (",)),
+    ("writing the body", ("sendall (", "sendfile (")),
+    ("the access log line", ("GunicornLogger.access (",)),
+    ("closing the connection (gunicorn's close_graceful)", ("close_graceful (",)),
 )
-# A sample is a request's when one of these frames is on its stack.
-REQUEST = ("handle_request (",)
+# A sample is a request's when one of these frames is on its stack (handle: reading it, closing its connection).
+REQUEST = ("handle_request (", "JsonErrorWorker.handle (")
 
 
 def classify(path):
@@ -68,7 +73,8 @@ def main():
     token = acme_token(env, "profile")
     if args.code:
         env["DATABASE_URL"] = copy_database(server, args.database, args.database + "_profile")
-    service = start_gunicorn(env, args.port, workers=2, cwd=Path(args.code) if args.code else ROOT)
+    service = start_gunicorn(env, args.port, workers=2, cwd=Path(args.code) if args.code else ROOT,
+                             stdout=subprocess.DEVNULL)   # the access log, written as bench/floor.py writes it
     target = f"http://127.0.0.1:{args.port}/shipments?limit=100"
     raw = Path(tempfile.mkdtemp()) / "samples.txt"
     try:
