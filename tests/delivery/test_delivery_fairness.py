@@ -64,7 +64,7 @@ def test_a_render_backlog_of_one_organization_does_not_hold_up_another(conn, rec
     assert len(attempts) == 1, "the other organization's event was not sent in the pass"
     (attempt,) = attempts
     assert attempt["rendered_before"] == 0
-    assert attempt["before"] < settings.per_endpoint
+    assert attempt["before"] <= settings.per_endpoint
     assert (attempt["state"], attempt["status_code"], attempt["organization_id"]) == ("succeeded", 200, other)
     (request,) = [r for r in receiver.requests if r["path"] == "/ok?other"]
     assert json.loads(request["body"])["data"]["object"]["id"] == f"shp_{shipment}"

@@ -86,7 +86,7 @@ def service_start_lines(database_url, tmp_path, key):
             assert process.poll() is None, log.read_text()
             try:
                 return requests.get(f"http://127.0.0.1:{port}/openapi.json", timeout=5).status_code == 200
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):  # not listening yet, or its workers still loading
                 return False
         assert wait_for(answered, 30), log.read_text()
     finally:
