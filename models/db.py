@@ -274,8 +274,8 @@ class Pool:
                         self._waiting.append(turn)
                     self._changed.wait(remaining)
             finally:
-                if turn is not None and turn[0] is None:
-                    self._waiting.remove(turn)
+                if turn is not None and turn[0] is None:  # still in line: leave it, found by identity (all are [None])
+                    del self._waiting[next(i for i, waiting in enumerate(self._waiting) if waiting is turn)]
 
     def _made(self, conn):
         with self._changed:
