@@ -152,19 +152,23 @@ def _behind_pooler(conn):
         cur.execute("SELECT pg_backend_pid() AS pid")
         if cur.fetchone()["pid"] == conn.info.backend_pid:
             return False
-    global _pooler_said
-    with _pooler_said_lock:
-        first, _pooler_said = _pooler_said != os.getpid(), os.getpid()
-    if first:
-        log.warning("a pooler is between this process and the database (the server's process id is not the one "
-                    "the connection was given): its connections keep no session state (SET LOCALs, nothing "
-                    "prepared, no LISTEN); set SHIPTRACK_DATABASE_POOLER to say which it is (session or transaction)")
+    _say_once("pooler", "a pooler is between this process and the database (the server's process id is not the "
+                        "one the connection was given): its connections keep no session state (SET LOCALs, nothing "
+                        "prepared, no LISTEN); set SHIPTRACK_DATABASE_POOLER to say which it is (session or "
+                        "transaction)")
     return True
 
 
-_pooler_said = None  # the process that has said it found a pooler (a forked worker says it again)
-_smaller_said = None  # the process that has said a new connection could not be made while it held others
-_pooler_said_lock = threading.Lock()
+def _say_once(key, message, *args):
+    # One WARNING per process for each `key` (a forked worker says it again: it is another process).
+    with _said_lock:
+        first, _said[key] = _said.get(key) != os.getpid(), os.getpid()
+    if first:
+        log.warning(message, *args)
+
+
+_said = {}  # what _say_once has said: its key, and the process that said it
+_said_lock = threading.Lock()
 
 
 def _names_itself(url):
@@ -231,15 +235,11 @@ class Pool:
             if not holding:
                 return
             self._regrow_at = time.monotonic() + REGROW_SECONDS
-        global _smaller_said
-        with _pooler_said_lock:
-            first, _smaller_said = _smaller_said != os.getpid(), os.getpid()
-        if first:
-            log.warning("a new database connection could not be made while this process holds %s (%s): its requests "
-                        "wait for those, and it tries again every %s s; the database, or a pooler between, gives this "
-                        "process fewer than SHIPTRACK_DATABASE_POOL_SIZE (%s) connections (a pooler's pool must hold "
-                        "the pools of every process behind it: docs/scaling.md)", holding, error, REGROW_SECONDS,
-                        self.target.pool_size)
+        _say_once("smaller", "a new database connection could not be made while this process holds %s (%s): its "
+                             "requests wait for those, and it tries again every %s s; the database, or a pooler "
+                             "between, gives this process fewer than SHIPTRACK_DATABASE_POOL_SIZE (%s) connections (a "
+                             "pooler's pool must hold the pools of every process behind it: docs/scaling.md)",
+                  holding, error, REGROW_SECONDS, self.target.pool_size)
 
     def _lent_back_or_turn(self, wait_seconds, failed):
         # An idle connection; else None when this thread is to make one (counted as open); else, waiting
