@@ -3,9 +3,9 @@ import signal
 import statistics
 import threading
 import time
-from urllib.parse import urlsplit, urlunsplit
-
+import psycopg2
 import pytest
+from psycopg2.extensions import make_dsn, parse_dsn
 
 from tests.support.factories import make_org, make_shipment
 from tests.support.processes import wait_for
@@ -45,8 +45,12 @@ def test_watch_delivers_soon_after_commit(conn, database_url, receiver, ca_bundl
 
 def test_watch_says_what_it_does_and_where_at_start(database_url, ca_bundle):
     """One line at start: what it does and which database it connects to, without the URL's password."""
-    parts = urlsplit(database_url)
-    with_password = urlunsplit(parts._replace(netloc=f"{parts.username}:not-shown-pw@{parts.hostname}:{parts.port}"))
+    # A password in the URL (trust authentication ignores it), whatever the URL's form: a socket folder too.
+    with_password = make_dsn(**{**parse_dsn(database_url), "password": "not-shown-pw"})
+    where = psycopg2.connect(database_url)
+    info = where.info
+    expected = f"database={info.dbname} host={info.host} port={info.port} user={info.user}"
+    where.close()
     with pass_process(with_password, ca_bundle, "--watch") as process:
         lines = []
         try:
@@ -62,5 +66,5 @@ def test_watch_says_what_it_does_and_where_at_start(database_url, ca_bundle):
     started = next(line for line in output.splitlines() if "delivering webhooks" in line)
     assert started.split(" ", 2)[2] == (
         "INFO delivery delivering webhooks until SIGTERM, each event within a second of its commit (woken by NOTIFY) "
-        f"database={parts.path.lstrip('/')} host={parts.hostname} port={parts.port} user={parts.username}")
+        + expected)
     assert "not-shown-pw" not in output
