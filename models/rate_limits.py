@@ -14,7 +14,10 @@ PRINCIPAL_COLUMNS = ("token_id", "token_name", "scopes", "expires_at", "user_ema
 # in (their limits do not count 304s) and counted in its 304 budget instead, both in the window it was
 # counted in; past that budget's quota it stays where it was (it is refused, and refused requests count).
 # Rows: the 304 budget's first, then each bucket given back (none past the quota or once pruned), each with
-# the seconds until its window ends.
+# the seconds until its window ends. The buckets' rows are locked in the order given, the order
+# authenticate_and_count counts them in (the token's, then the address's): an UPDATE takes its rows in the
+# order it finds them (the address's first, by the index), and a count of the same token and address taking
+# them the other way round made a deadlock.
 _NOT_MODIFIED_SQL = """
 WITH not_modified AS (
   INSERT INTO rate_limit_counters AS r (bucket, window_start, hits)
@@ -22,11 +25,17 @@ WITH not_modified AS (
   ON CONFLICT (bucket, window_start) DO UPDATE SET hits = r.hits + 1
   RETURNING bucket, hits, window_start
 ),
+locked AS (
+  SELECT c.bucket FROM rate_limit_counters c
+   WHERE c.bucket = ANY(%(buckets)s::text[]) AND c.window_start = %(window_start)s
+   ORDER BY array_position(%(buckets)s::text[], c.bucket)
+     FOR UPDATE
+),
 given_back AS (
   UPDATE rate_limit_counters c
      SET hits = c.hits - 1
-    FROM not_modified n
-   WHERE c.bucket = ANY(%(buckets)s::text[]) AND c.window_start = %(window_start)s AND c.hits > 0
+    FROM not_modified n, locked l
+   WHERE c.bucket = l.bucket AND c.window_start = %(window_start)s AND c.hits > 0
      AND n.hits <= %(quota)s
   RETURNING c.bucket, c.hits, c.window_start
 )
