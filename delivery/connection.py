@@ -54,10 +54,7 @@ class Link:
 
     def _connect(self):
         """A new autocommit connection; DatabaseUnavailable when none (DatabaseSetupError: a configuration to fix)."""
-        try:
-            conn = db.connect(self.target)
-        except db.OperationalError as error:  # refused, unreachable, not answering within the timeout
-            raise db.unavailable(error) from error
+        conn = db.connect(self.target)  # raises DatabaseUnavailable itself: refused, unreachable, not answering
         conn.autocommit = True
         return conn
 

@@ -12,7 +12,6 @@ import time
 from collections import Counter
 from datetime import datetime, timedelta, timezone
 
-import psycopg2
 import pytest
 
 from delivery import outbox
@@ -319,7 +318,7 @@ def test_an_outage_is_waited_out_with_backoff_and_what_finished_is_recorded(conn
     def down_for_a_while(url):
         if len(refused) < 4:  # 0.1 + 0.2 + 0.4 + 0.8 s of backoff (with jitter)
             refused.append(time.monotonic())
-            raise psycopg2.OperationalError("connection refused (the test's outage)")
+            raise db.DatabaseUnavailable("connection refused (the test's outage)")  # what db.connect raises
         return real_connect(url)
     try:
         dispatcher.render()
@@ -348,7 +347,7 @@ def test_a_pass_gives_up_on_the_database_when_its_leases_would_run_out(conn, rec
         _rows(conn, "SELECT pg_terminate_backend(%s)", dispatcher.link.conn.get_backend_pid())
 
         def down(url):
-            raise psycopg2.OperationalError("connection refused (the test's outage)")
+            raise db.DatabaseUnavailable("connection refused (the test's outage)")  # what db.connect raises
         monkeypatch.setattr(db, "connect", down)
         started = time.monotonic()
         with pytest.raises(DatabaseUnavailable):

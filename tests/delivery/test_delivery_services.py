@@ -5,7 +5,6 @@ import threading
 import time
 from datetime import timedelta
 
-import psycopg2
 import pytest
 
 from delivery.worker import DatabaseUnavailable, Dispatcher
@@ -113,7 +112,7 @@ def test_a_lost_connection_is_reconnected_and_a_lost_database_given_up(conn, set
         _rows(conn, f"SELECT pg_terminate_backend({dispatcher.link.conn.get_backend_pid()}) AS count")
 
         def refused(target):
-            raise psycopg2.OperationalError("connection refused (the test's outage)")
+            raise db.DatabaseUnavailable("connection refused (the test's outage)")  # what db.connect raises
         monkeypatch.setattr(db, "connect", refused)
         with pytest.raises(DatabaseUnavailable):
             dispatcher.link.run(lambda: _rows(dispatcher.link.conn, "SELECT 1"), time.monotonic())
@@ -140,7 +139,7 @@ def _watch_through_an_outage(conn, dispatcher, monkeypatch):
 
     def down(target):
         refused.append(target)
-        raise psycopg2.OperationalError("connection refused (the test's outage)")
+        raise db.DatabaseUnavailable("connection refused (the test's outage)")  # what db.connect raises
     watching.start()
     monkeypatch.setattr(db, "connect", down)
     _rows(conn, f"SELECT pg_terminate_backend({dispatcher.link.conn.get_backend_pid()}) AS count")
