@@ -3,7 +3,7 @@
 - `Client` sends through requests' transport adapter (`HTTPAdapter.send`, its documented interface),
   not through a `Session`: a Session's per-request work (merging session settings, cookies, the
   environment, hooks, redirects) is all switched off here, yet cost (with the `stat`s below) about a
-  quarter of the sender's CPU (docs/webhooks.md, "Why requests").
+  quarter of the sender's CPU (docs/why-requests.md).
 - The CA bundles are loaded once, into the adapter's SSL context. requests' own `cert_verify` would
   `stat` the bundle's path twice per request and hand each new connection the path to load again.
 - The request goes to `https://<checked address>:<port><path>` with a `Host` header of the real

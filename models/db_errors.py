@@ -28,8 +28,9 @@ _DISCONNECT_MESSAGES = ("terminating connection", "closed the connection", "conn
                         "could not receive data from server", "could not send data to server",
                         "connection already closed", "cursor already closed", "losed the connection unexpectedly",
                         "connection has been closed unexpectedly", "SSL SYSCALL error", "SSL error:")
-# SQLSTATE class 08 (connection exception), admin_shutdown, crash_shutdown, cannot_connect_now, and
-# class 53 (insufficient resources: too many connections, out of memory or disk): the server's state.
+# admin_shutdown, crash_shutdown, cannot_connect_now: the server's state. is_disconnect also takes every code
+# of SQLSTATE class 08 (connection exception) and class 53 (insufficient resources: too many connections,
+# out of memory or disk), by their prefix.
 _DISCONNECT_CODES = ("57P01", "57P02", "57P03")
 # Setup errors: invalid authorization (28000: also an unknown role), failed password, unknown database.
 _SETUP_CODES = ("28000", "28P01", "3D000")
