@@ -34,7 +34,7 @@ from models import db  # noqa: E402
 from tests.support import operations  # noqa: E402
 from tests.support.factories import insert, make_org, make_shipment, make_token  # noqa: E402
 from tests.support.processes import free_port, stop, wait_listening  # noqa: E402
-from tests.support.slow_clients import SlowClients, SlowReaders, trickled_body  # noqa: E402
+from tests.support.slow_clients import SlowClients, SlowReaders, answered_in, trickled_body  # noqa: E402
 
 DATABASE = "shiptrack_slow_readers_bench"
 FILE_BYTES = 25 * 1000 * 1000
@@ -87,13 +87,7 @@ def probes(base, paths, rounds):
     seconds = {path: [] for path in paths}
     for _ in range(rounds):
         for path, headers in paths.items():
-            started = time.monotonic()
-            try:
-                ok = requests.get(base + path, headers=headers, timeout=WITHIN).status_code == 200
-            except requests.RequestException:
-                ok = False
-            took = time.monotonic() - started
-            seconds[path].append(took if ok and took <= WITHIN else None)
+            seconds[path].append(answered_in(base + path, headers, WITHIN))
         time.sleep(1)
     return seconds
 

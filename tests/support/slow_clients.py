@@ -101,6 +101,17 @@ class SlowClients:
             thread.join(10)
 
 
+def answered_in(url, headers, within):
+    """The seconds a GET of `url` took to answer 200, or None when it did not within `within` seconds."""
+    started = time.monotonic()
+    try:
+        answered = requests.get(url, headers=headers, timeout=within).status_code == 200
+    except requests.RequestException:
+        answered = False
+    took = time.monotonic() - started
+    return took if answered and took <= within else None
+
+
 def probe(base, token, seconds, within=2.0):
     """{path: (answered 200 within `within` seconds, sent)} of GET /healthz and GET /organization, for `seconds`."""
     paths = {"/healthz": {}, "/organization": {"Authorization": f"Bearer {token}"}}
@@ -108,12 +119,7 @@ def probe(base, token, seconds, within=2.0):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         for path, headers in paths.items():
-            started = time.monotonic()
-            try:
-                answered = requests.get(base + path, headers=headers, timeout=within).status_code == 200
-            except requests.RequestException:
-                answered = False
-            counts[path][0] += answered and time.monotonic() - started <= within
+            counts[path][0] += answered_in(base + path, headers, within) is not None
             counts[path][1] += 1
         time.sleep(0.2)
     return {path: tuple(count) for path, count in counts.items()}
