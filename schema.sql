@@ -1237,7 +1237,7 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- The principal of a token fingerprint: the active token with it, its user (still a member) and
--- organization; no row for any other. authenticate_and_count (below) reads it for every request.
+-- organization; no row for any other. The API keeps what it answers per process (models/principals.py).
 CREATE OR REPLACE FUNCTION token_principal(token_fingerprint bytea)
 RETURNS TABLE (token_id bigint, token_name text, scopes text[], expires_at timestamptz, user_email text,
                organization_id bigint, organization_name text, slug text, api_version text)
@@ -1258,108 +1258,57 @@ $$;
 -- ---------------------------------------------------------------------------
 
 -- Fixed-window request counters shared by every worker and host.  UNLOGGED:
--- losing them in a crash only forgives a few requests.
+-- losing them in a crash only forgives a few requests.  `hits` is what the processes have reserved of
+-- the window (models/rate_limits.py), never more than the limit; `granted` what the last reservation got.
 CREATE UNLOGGED TABLE IF NOT EXISTS rate_limit_counters (
   bucket       text NOT NULL,
   window_start timestamptz NOT NULL,
   hits         integer NOT NULL,
+  granted      integer NOT NULL DEFAULT 0,
   PRIMARY KEY (bucket, window_start)
 );
 
--- The request's first statement (models/rate_limits.py): the principal of a token fingerprint
--- (token_principal, above; none for NULL) and one hit counted in the current window of `window_seconds` of
--- each bucket of the request: its token and its address or, without a valid token, the budget of requests
--- without one per address (failed authentications count there, so a valid token from the same address is
--- never held up by someone else's bad ones). A row per bucket: its policy (a key of the RATE_LIMITS
--- setting), the new count, the seconds until its window ends, and the principal's columns (NULL without one).
--- A PL/pgSQL function because PostgreSQL keeps the plans of its statements for the life of the server
--- session: planning the four-table join costs more than running it, and a function's plan is kept on a
--- direct connection and through a transaction pooler alike (a PREPARE lives in one client's session, which
--- such a pooler does not give back to the same client).
-CREATE OR REPLACE FUNCTION authenticate_and_count(token_fingerprint bytea, client_address text, window_seconds integer)
-RETURNS TABLE (bucket text, policy text, hits integer, window_start timestamptz, resets_in integer,
-               token_id bigint, token_name text, scopes text[], expires_at timestamptz, user_email text,
-               organization_id bigint, organization_name text, slug text, api_version text)
+-- How many requests a process is given of a bucket's window when it asks for `wanted` and `taken` of the
+-- window's `quota` are reserved already: what it asked for, but never more than a sixteenth of what is
+-- left (at least one), so that near the limit the reservations shrink to one request and a process holding
+-- some leaves the rest to the others; none once the window is spent.
+CREATE OR REPLACE FUNCTION reservation(wanted integer, quota integer, taken integer) RETURNS integer
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT least(wanted, greatest(0, quota - taken), greatest(1, (quota - taken) / 16))
+$$;
+
+-- A token's principal, its user or its organization changed: each API process drops the principals it
+-- keeps (models/principals.py), on every host, within the moment it takes to hear this.
+CREATE OR REPLACE FUNCTION notify_principals() RETURNS trigger
 LANGUAGE plpgsql AS $$
-#variable_conflict use_column
 BEGIN
-  RETURN QUERY
-  WITH principal AS (
-    SELECT * FROM token_principal(token_fingerprint)
-  ),
-  buckets AS (
-    SELECT b.bucket, b.policy
-      FROM principal p
-     CROSS JOIN LATERAL (VALUES ('token:' || p.token_id, 'per_token'), ('ip:' || client_address, 'per_ip'))
-           AS b (bucket, policy)
-    UNION ALL
-    SELECT 'anonymous:' || client_address, 'anonymous_per_ip' WHERE NOT EXISTS (SELECT 1 FROM principal)
-  ),
-  counted AS (
-    INSERT INTO rate_limit_counters AS r (bucket, window_start, hits)
-    SELECT b.bucket, to_timestamp(floor(extract(epoch FROM now()) / window_seconds) * window_seconds), 1
-      FROM buckets b
-    ON CONFLICT (bucket, window_start) DO UPDATE SET hits = r.hits + 1
-    RETURNING r.bucket, r.hits, r.window_start,
-              ceil(extract(epoch FROM r.window_start + make_interval(secs => window_seconds) - now()))::int
-                AS resets_in
-  )
-  SELECT c.bucket, b.policy, c.hits, c.window_start, c.resets_in, p.token_id, p.token_name, p.scopes,
-         p.expires_at, p.user_email, p.organization_id, p.organization_name, p.slug, p.api_version
-    FROM counted c JOIN buckets b ON b.bucket = c.bucket LEFT JOIN principal p ON true;
+  PERFORM pg_notify('shiptrack_principals', '');
+  RETURN NULL;
 END
 $$;
 
--- The request's page and its token check and count, one call (models/shipments.py counted_page): the page of
--- shipment_page for the token's organization and version (the one asked for, else the organization's pin),
--- as the ids found and the MD5 of each one's current stored rendering (NULL: none), newest first, then the
--- rows of authenticate_and_count (one per bucket), each carrying that version and the page (NULL, and no page
--- read, without a valid token or a known version). The page is read first and the count last, so the count's
--- row locks are held only from the count to the commit right after it, not while the page is read and sent:
--- requests of one token or one address wait for each other only that long. The page is an EXECUTE, planned
--- for each call's values, as a statement of its own would be: shipment_page's `filter IS NULL OR` conditions
--- fold away only in a plan made for the values (a kept plan scans for any filter as if none were given).
--- PL/pgSQL, so the principal's and the count's plans are kept for the server session.
-CREATE OR REPLACE FUNCTION counted_shipment_page(
-  token_fingerprint bytea, client_address text, window_seconds integer, requested_version text, renderer text,
-  page_size integer, shipment_id bigint, shipment_ids bigint[], archived boolean, statuses text[],
-  created_after timestamptz, created_before timestamptz, eta_after timestamptz, eta_before timestamptz,
-  starting_after bigint, label_ids bigint[])
-RETURNS TABLE (bucket text, policy text, hits integer, window_start timestamptz, resets_in integer,
-               token_id bigint, token_name text, scopes text[], expires_at timestamptz, user_email text,
-               organization_id bigint, organization_name text, slug text, api_version text, page_version text,
-               page_ids bigint[], page_md5s text[])
-LANGUAGE plpgsql AS $$
-#variable_conflict use_column
-DECLARE
-  asker_organization bigint;
-  asker_version text;
-  ids bigint[];
-  md5s text[];
-BEGIN
-  SELECT p.organization_id, coalesce(requested_version, p.api_version) INTO asker_organization, asker_version
-    FROM token_principal(token_fingerprint) p;
-  IF asker_version IS NOT NULL THEN
-    EXECUTE $page$
-      SELECT coalesce(array_agg(p.id ORDER BY p.id DESC), '{}'), coalesce(array_agg(r.body_md5 ORDER BY p.id DESC), '{}')
-        FROM shipment_page(organization_id => $1, page_size => $2, shipment_id => $3, shipment_ids => $4,
-                           archived => $5, statuses => $6, created_after => $7, created_before => $8,
-                           eta_after => $9, eta_before => $10, starting_after => $11, label_ids => $12) p
-        -- LATERAL with LIMIT (never flattened into a join): each rendering found by its key.
-        LEFT JOIN LATERAL (
-          SELECT r.body_md5 FROM shipment_renderings r
-           WHERE r.shipment_id = p.id AND r.resource = 'shipment' AND r.api_version = $13 AND r.renderer = $14
-             AND r.revision = p.revision LIMIT 1) r ON true
-    $page$ INTO ids, md5s
-    USING asker_organization, page_size, shipment_id, shipment_ids, archived, statuses, created_after,
-          created_before, eta_after, eta_before, starting_after, label_ids, asker_version, renderer;
-  END IF;
-  RETURN QUERY
-  SELECT c.bucket, c.policy, c.hits, c.window_start, c.resets_in, c.token_id, c.token_name, c.scopes, c.expires_at,
-         c.user_email, c.organization_id, c.organization_name, c.slug, c.api_version, asker_version, ids, md5s
-    FROM authenticate_and_count(token_fingerprint, client_address, window_seconds) c;
-END
-$$;
+-- Every write that can change what token_principal answers, whichever writer makes it (the CLI, the
+-- application, a SQL console), and only those: a token's last use is written without one.
+CREATE OR REPLACE TRIGGER tokens_notify_principals
+  AFTER INSERT OR DELETE OR UPDATE OF organization_id, user_id, name, fingerprint, scopes, expires_at, revoked_at
+  ON tokens FOR EACH STATEMENT EXECUTE FUNCTION notify_principals();
+CREATE OR REPLACE TRIGGER memberships_notify_principals
+  AFTER INSERT OR DELETE OR UPDATE OF organization_id, user_id, removed_at
+  ON memberships FOR EACH STATEMENT EXECUTE FUNCTION notify_principals();
+CREATE OR REPLACE TRIGGER organizations_notify_principals
+  AFTER DELETE OR UPDATE OF id, name, slug, api_version
+  ON organizations FOR EACH STATEMENT EXECUTE FUNCTION notify_principals();
+CREATE OR REPLACE TRIGGER users_notify_principals
+  AFTER DELETE OR UPDATE OF id, email
+  ON users FOR EACH STATEMENT EXECUTE FUNCTION notify_principals();
+CREATE OR REPLACE TRIGGER tokens_truncate_notify_principals
+  AFTER TRUNCATE ON tokens FOR EACH STATEMENT EXECUTE FUNCTION notify_principals();
+CREATE OR REPLACE TRIGGER memberships_truncate_notify_principals
+  AFTER TRUNCATE ON memberships FOR EACH STATEMENT EXECUTE FUNCTION notify_principals();
+CREATE OR REPLACE TRIGGER organizations_truncate_notify_principals
+  AFTER TRUNCATE ON organizations FOR EACH STATEMENT EXECUTE FUNCTION notify_principals();
+CREATE OR REPLACE TRIGGER users_truncate_notify_principals
+  AFTER TRUNCATE ON users FOR EACH STATEMENT EXECUTE FUNCTION notify_principals();
 
 -- == webhooks (owned by delivery/) ==========================================
 --

@@ -4,6 +4,7 @@ import inspect
 import re
 from dataclasses import dataclass, field
 
+from api.context import read_again_if_lost
 from api.ids import PREFIXES, id_pattern
 from api.observe import HEADER as REQUEST_ID_HEADER
 
@@ -65,7 +66,7 @@ def get_route(blueprint, rule, response, *, summary=None, description=None, quer
         view.apidoc = ViewDoc(operation_id=view.__name__, summary=summary or head,
                               description=description or body or head, response=response, query=query, **details)
         # HEAD is answered as GET; OPTIONS is 405 like every other method.
-        return blueprint.route(rule, methods=["GET"], provide_automatic_options=False)(view)
+        return blueprint.route(rule, methods=["GET"], provide_automatic_options=False)(read_again_if_lost(view))
     return register
 
 

@@ -1,4 +1,5 @@
 """The request's database connection and who is asking."""
+import functools
 import logging
 import time
 
@@ -64,6 +65,27 @@ def first_statements(work):
             log.warning("database conflict in the first statement, retrying in %.2f s (try %s of %s): %s",
                         pause, conflicts + 1, db.CONFLICT_TRIES, db.describe(error))
             time.sleep(pause)
+
+
+def read_again_if_lost(view):
+    """`view` (a GET view) run again once, on a new connection, when the one it took was lost meanwhile.
+
+    The liveness check of get_conn cannot see a connection that dies between the check and the view's
+    first statement (or drops on the way). A GET view only reads (a rendering it stores may be stored
+    twice, harmlessly), so running it again is safe. A second loss is the database being away:
+    DatabaseLost, a DatabaseUnavailable (answered 503).
+    """
+    @functools.wraps(view)
+    def read(*args, **kwargs):
+        try:
+            return view(*args, **kwargs)
+        except db.DatabaseLost as error:
+            if "conn" not in g:
+                raise
+            log.info("pooled connection lost before the view answered (%s); retrying once on a new one", error)
+            _discard_conn()
+            return view(*args, **kwargs)
+    return read
 
 
 def _discard_conn():

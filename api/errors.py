@@ -238,3 +238,33 @@ def register_error_handlers(app):
         app.register_error_handler(conflict, _database_conflict)
     app.register_error_handler(db.OperationalError, _database_error)
     app.register_error_handler(db.InterfaceError, _database_error)
+
+
+# The words of a 429 (api/guard.py raises it).
+
+def anonymous_limit_message(limits, retry_after, failed_authentication):
+    """The 429 message past the budget without a valid token: a bare 429 would hide a bad token."""
+    if failed_authentication:
+        cause = ("Too many failed authentications from this address: the API token sent is invalid, expired "
+                 "or revoked, or its user left the organization, and")
+    else:
+        cause = "Too many requests without a valid API token from this address:"
+    return (f"{cause} requests without a valid token (failed authentications included) are limited to "
+            f"{limits['anonymous_per_ip']} per {_duration(limits['window_seconds'])} per address. "
+            f"The count resets in {_duration(retry_after, in_minutes=False)} (Retry-After).")
+
+
+def not_modified_message(policy, limits, budget_quota, retry_after):
+    """The 429 message past a 304 budget (of `budget_quota`): which budget ran out, and that the request limit is
+    not the one."""
+    owner = "this token" if policy == "per_token" else "this address without a valid token"
+    return (f"Too many 304 Not Modified answers for {owner}: they are not counted against its limit of "
+            f"{limits[policy]} requests, but are limited to {budget_quota} per "
+            f"{_duration(limits['window_seconds'])} (not_modified_{policy}). "
+            f"The count resets in {_duration(retry_after, in_minutes=False)} (Retry-After).")
+
+
+def _duration(seconds, in_minutes=True):
+    if in_minutes and seconds % 60 == 0:
+        return f"{seconds // 60} minute{'' if seconds == 60 else 's'}"
+    return f"{seconds} second{'' if seconds == 1 else 's'}"

@@ -1,12 +1,20 @@
-"""What runs before every view: rate limits, the size of the body, the bearer token, the Service-Version header."""
+"""What runs before every view: who asks, rate limits, the size of the body, the Service-Version header.
+
+The guard decides every request before its view runs, on every route; views only read. On a warm process
+it asks the database nothing: the principal of a token is kept per process (models/principals.py) and
+requests are counted from reservations of the shared limits (models/rate_limits.py).
+"""
+import dataclasses
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 from flask import current_app, g, request
 
 from api import versions
-from api.context import first_statements, get_conn
-from api.errors import InvalidParameter, InvalidToken, InvalidVersion, MissingToken, RateLimited, RequestTooLarge
-from models import breaker, db, deadline, organizations, rate_limits, tokens
+from api.context import database, first_statements, get_conn
+from api.errors import (InvalidParameter, InvalidToken, InvalidVersion, MissingToken, RateLimited, RequestTooLarge,
+                        anonymous_limit_message, not_modified_message)
+from models import breaker, db, deadline, organizations, principals, rate_limits, tokens
 
 # Endpoints that need no token (they still count toward the per-IP limit without a token).
 PUBLIC_ENDPOINTS = {"openapi.get_openapi_document", "docs_page.get_docs_page", "docs_page.get_docs_asset"}
@@ -22,23 +30,29 @@ COUNTED_BY = "shiptrack.counted_by"
 # and the limit's bucket. A RATE_LIMITS setting written without one gets NOT_MODIFIED_TIMES the limit.
 NOT_MODIFIED = "not_modified_"
 NOT_MODIFIED_TIMES = 10
-# Endpoints whose view sends the token check and count in its own first statement, with its page (one round
-# trip: docs/serving.md). guard_request leaves the count to the view (complete) when nothing can refuse the
-# request before the count does: a well-formed token, no body, a Service-Version absent or published.
-ONE_TRIP_ENDPOINTS = frozenset({"shipments.list_shipments", "shipments.get_shipment"})
-# The longest the count of a public request waits for the database (where a deadline is kept: gunicorn's
+# The longest the statements of a public request wait for the database (where a deadline is kept: gunicorn's
 # workers, models/deadline.py): the description and its page are bytes the process holds.
 PUBLIC_WAIT_SECONDS = 0.5
 
 
 @dataclass(frozen=True, slots=True)
 class LimitState:
-    """Where a request stands in one limit: its policy and quota, requests left (below 0 past it), seconds to reset."""
+    """Where a request stands in one limit: its policy and quota, requests left (below 0: refused), seconds to reset."""
 
     policy: str
     quota: int
     remaining: int
     resets_in: int
+
+
+@dataclass(frozen=True, slots=True)
+class Authentication:
+    """Who asks (the principal, None without a valid token), the buckets counted ({bucket: policy}) and where
+    the request stands in each (a LimitState of each, in the same order)."""
+
+    principal: dict | None
+    policies: dict
+    states: list
 
 
 def bearer_token():
@@ -54,7 +68,7 @@ def guard_request():
     """Authenticate, count the request, and resolve the version; raises ApiError subclasses."""
     g.version = None
     g.rate_limit = None
-    g.rate_limit_counted = None
+    g.authentication = None
     token = bearer_token()
     public = request.routing_exception is None and request.endpoint in PUBLIC_ENDPOINTS
     # The description and its page need no database: while it is away, or taken for not answering
@@ -62,51 +76,15 @@ def guard_request():
     # is 503 (docs/authentication.md).
     if public and (breaker.is_open() or request.endpoint in UNCOUNTED_ENDPOINTS):
         return
-    if _one_trip(token):
-        g.deferred_token = token
-        return
-    _count_and_check(token, public)
-
-
-def _one_trip(token):
-    return (request.endpoint in ONE_TRIP_ENDPOINTS and request.routing_exception is None
-            and request.method in ("GET", "HEAD") and COUNTED_BY not in request.environ
-            and not request.content_length and token is not None and tokens.TOKEN_PATTERN.fullmatch(token)
-            and request.headers.get("Service-Version", versions.LATEST) in versions.PUBLISHED)
-
-
-def deferred():
-    """Whether this request's token check and count were left to its view (ONE_TRIP_ENDPOINTS)."""
-    return "deferred_token" in g
-
-
-def complete(work=None):
-    """Run the token check and count left to the view, with `work`'s statement when given; no-op when not left.
-
-    `work(conn, fingerprint, address, window_seconds)` sends the count with what the view
-    needs in one statement and returns (Authentication, what it read); complete returns what it read after
-    the checks of guard_request (which raise as they do there), None without `work`. The view calls it
-    before anything of its own can refuse the request, so that a 401 or 429 comes first, as on any route.
-    """
-    if not deferred():
-        return None
-    token = g.pop("deferred_token")
-    return _count_and_check(token, False, work)
-
-
-def _count_and_check(token, public, work=None):
-    read = None
-    try:
-        with deadline.within(PUBLIC_WAIT_SECONDS if public else None):
-            authentication = request.environ.get(COUNTED_BY)
-            if authentication is None and work is not None:
-                authentication, read = first_statements(lambda conn: work(conn, *_count_arguments(token)))
-            elif authentication is None:
-                authentication = first_statements(lambda conn: authenticate_and_count(conn, token))
-    except db.DatabaseUnavailable:
-        if public:
-            return None
-        raise
+    authentication = request.environ.get(COUNTED_BY)
+    if authentication is None:
+        try:
+            with deadline.within(PUBLIC_WAIT_SECONDS if public else None):
+                authentication = authenticate_and_count(token)
+        except db.DatabaseUnavailable:
+            if public:
+                return
+            raise
     g.authentication = authentication
     principal = authentication.principal
     enforce_rate_limits(authentication, failed_authentication=token is not None and principal is None)
@@ -116,37 +94,97 @@ def _count_and_check(token, public, work=None):
     if (request.content_length or 0) > max_content_length:
         raise RequestTooLarge(max_content_length)
     if request.routing_exception is not None or public:
-        return None
+        return
     if token is None:
         raise MissingToken("No API token was sent. Send it as `Authorization: Bearer <ACCESS_TOKEN>`.")
     if principal is None:
         raise InvalidToken("The API token is invalid, expired or revoked, or its user left the organization.")
     g.principal = principal
     g.version = requested_version() or pinned_version(principal)
-    return read
+    write_last_uses(principal)
 
 
-def authenticate_and_count(conn, token):
-    """The request's Authentication (models.rate_limits): its first statement, which first_statements may repeat."""
-    return rate_limits.authenticate_and_count(conn, *_count_arguments(token))
+def authenticate_and_count(token):
+    """The request's Authentication: its principal, and the request counted in each of its buckets.
+
+    On a warm process both come from memory; a statement is sent only for a principal not kept (or kept
+    too long) and for a bucket this process holds no reservation of (models/rate_limits.py).
+    """
+    found = None
+    if token is not None and tokens.TOKEN_PATTERN.fullmatch(token):
+        found = kept_principals().get(tokens.fingerprint(token), look_up)
+    address = request.remote_addr or "unknown"
+    if found is not None:
+        policies = {f"token:{found['token_id']}": "per_token", f"ip:{address}": "per_ip"}
+    else:
+        policies = {f"anonymous:{address}": "anonymous_per_ip"}
+    limits = current_app.config["RATE_LIMITS"]
+    standings, _admitted = reservations().admit({bucket: quota(limits, policy) for bucket, policy in policies.items()},
+                                                reserve)
+    states = [LimitState(policy, standings[bucket].quota, standings[bucket].remaining, standings[bucket].resets_in)
+              for bucket, policy in policies.items()]
+    return Authentication(found, policies, states)
 
 
-def _count_arguments(token):
-    """(fingerprint or None, client address, window seconds): what a count is sent."""
-    fingerprint = tokens.fingerprint(token) if token is not None and tokens.TOKEN_PATTERN.fullmatch(token) else None
-    return fingerprint, request.remote_addr or "unknown", current_app.config["RATE_LIMITS"]["window_seconds"]
+def look_up(fingerprint):
+    """The principal of a token fingerprint, read now (the request's first statement)."""
+    return first_statements(lambda conn: tokens.principal(conn, fingerprint))
+
+
+def reserve(wanted):
+    """models.rate_limits.reserve on the request's connection."""
+    window = current_app.config["RATE_LIMITS"]["window_seconds"]
+    return first_statements(lambda conn: rate_limits.reserve(conn, wanted, window))
+
+
+def kept_principals():
+    """The principals this application keeps (models.principals.Principals), made on first use."""
+    kept = current_app.extensions.get("principals")
+    if kept is None:
+        config = current_app.config
+        target = database()
+        if config["DATABASE_LISTEN_URL"]:
+            target = db.Target.from_config({**config, "DATABASE_POOLER": None}, "api", url=config["DATABASE_LISTEN_URL"])
+        # Its own name, so that operators tell it from the pooled connections (pg_stat_activity).
+        target = dataclasses.replace(target, application_name=principals.APPLICATION_NAME)
+        kept = current_app.extensions["principals"] = principals.Principals(principals.listener(target))
+    return kept
+
+
+def reservations():
+    """This application's reservations of the rate limits (models.rate_limits.Reservations), made on first use."""
+    held = current_app.extensions.get("rate_limits")
+    if held is None:
+        window = current_app.config["RATE_LIMITS"]["window_seconds"]
+        held = current_app.extensions["rate_limits"] = rate_limits.Reservations(window)
+    return held
+
+
+def write_last_uses(principal):
+    """Note the token's use; write the uses noted when they are due (models.principals.LAST_USE_SECONDS).
+
+    A write that fails is dropped, not retried: a last use is a hint (a minute's resolution), never a reason
+    to refuse a request.
+    """
+    kept = kept_principals()
+    kept.used(principal["token_id"], datetime.now(timezone.utc))
+    due = kept.last_uses()
+    if due is None:
+        return
+    try:
+        principals.record_last_uses(get_conn(), due)
+    except (db.DatabaseUnavailable, *db.TransientConflict):
+        pass
 
 
 def enforce_rate_limits(authentication, failed_authentication=False):
-    """Raise 429 when this request's count passed a limit of the spec.
+    """Raise 429 when the request was refused by a limit of the spec (a bucket whose window is spent).
 
     Keeps the limit closest to running out in `g.rate_limit` for the RateLimit headers of the response.
     """
     limits = current_app.config["RATE_LIMITS"]
-    states = limit_states(authentication.policies, authentication.counts, limits)
+    states = authentication.states
     g.rate_limit = closest_limit(states)
-    # What count_not_modified needs to take this request back from the window it was counted in.
-    g.rate_limit_counted = authentication
     exceeded = [state.resets_in for state in states if state.remaining < 0]
     if not exceeded:
         return
@@ -156,13 +194,6 @@ def enforce_rate_limits(authentication, failed_authentication=False):
                           retry_after=retry_after)
     raise RateLimited("Too many requests. Wait for the number of seconds in Retry-After, then retry.",
                       retry_after=retry_after)
-
-
-def limit_states(policies, counts, limits):
-    """The LimitState of each bucket (`counts` maps buckets to models.rate_limits.Count)."""
-    return [LimitState(policy, quota(limits, policy), quota(limits, policy) - counts[bucket].hits,
-                       counts[bucket].resets_in)
-            for bucket, policy in policies.items()]
 
 
 def quota(limits, policy):
@@ -182,12 +213,11 @@ def closest_limit(states):
 def count_not_modified():
     """Count this request (answered 304 Not Modified) in its 304 budget instead of its limits.
 
-    Returns the RateLimited to answer instead when that budget is spent, else None. The count is taken
-    before the view runs, or with its page, and cannot know the answer (the view makes the ETag), so a 304
-    pays a second statement that moves the hit within the same window.
+    Returns the RateLimited to answer instead when that budget is spent (the request then stays counted
+    in its limits), else None. Like the count before the view, this is done in memory, from reservations.
     """
-    counted = g.pop("rate_limit_counted", None)
-    if counted is None:
+    counted = g.get("authentication")
+    if counted is None or request.environ.get(COUNTED_BY) is counted:
         return None
     policies = counted.policies
     limits = current_app.config["RATE_LIMITS"]
@@ -196,60 +226,44 @@ def count_not_modified():
     budget_policy = NOT_MODIFIED + policy
     budget_quota = quota(limits, budget_policy)
     try:
-        budget = rate_limits.count_not_modified(get_conn(), policies, NOT_MODIFIED + bucket, counted.window_start,
-                                                budget_quota, limits["window_seconds"])
+        standings, admitted = reservations().admit({NOT_MODIFIED + bucket: budget_quota}, reserve)
     except (db.DatabaseUnavailable, *db.TransientConflict):
-        # The 304 is still right; the database went away after the view (or a conflict rolled the move
-        # back), so its count stays.
+        # The 304 is still right; the database went away after the view (or a conflict ended the
+        # reservation), so the request stays counted in its limits.
         return None
-    budget_state = LimitState(budget_policy, budget_quota, budget_quota - budget.hits, budget.resets_in)
-    if budget.hits > budget_quota:
+    budget = standings[NOT_MODIFIED + bucket]
+    budget_state = LimitState(budget_policy, budget_quota, budget.remaining, budget.resets_in)
+    if not admitted:
         g.rate_limit = closest_limit([budget_state])
-        return RateLimited(not_modified_message(policy, limits, budget.resets_in), retry_after=budget.resets_in)
-    if set(budget.given_back) == set(policies):  # else the window was pruned meanwhile: nothing was given back
-        g.rate_limit = closest_limit(limit_states(policies, budget.given_back, limits) + [budget_state])
+        return RateLimited(not_modified_message(policy, limits, budget_quota, budget.resets_in), retry_after=budget.resets_in)
+    held = reservations()
+    held.give_back(policies)
+    given_back = [held.standing(each, quota(limits, each_policy)) for each, each_policy in policies.items()]
+    g.rate_limit = closest_limit([LimitState(each_policy, standing.quota, standing.remaining, standing.resets_in)
+                                  for each_policy, standing in zip(policies.values(), given_back)] + [budget_state])
     return None
-
-
-def not_modified_message(policy, limits, retry_after):
-    """The 429 message past a 304 budget: which budget ran out, and that the request limit is not the one."""
-    owner = "this token" if policy == "per_token" else "this address without a valid token"
-    return (f"Too many 304 Not Modified answers for {owner}: they are not counted against its limit of "
-            f"{limits[policy]} requests, but are limited to {quota(limits, NOT_MODIFIED + policy)} per "
-            f"{_duration(limits['window_seconds'])} ({NOT_MODIFIED + policy}). "
-            f"The count resets in {_duration(retry_after, in_minutes=False)} (Retry-After).")
 
 
 def add_rate_limit_headers(response):
     """RateLimit-Policy and RateLimit (draft-ietf-httpapi-ratelimit-headers-11) on every counted request.
 
+    A 503 is not counted, wherever the database failed it: it has neither.
+
     Both describe one policy, the one closest to running out: `"per_token";q=600;w=300` and
     `"per_token";r=597;t=212` (quota, window, remaining and seconds until the window resets).
     """
     state = g.get("rate_limit")
+    if response.status_code == 503 and state is not None:
+        # The database failed the view: the request is given back, as a 503 of the guard counts nothing.
+        authentication = g.get("authentication")
+        if authentication is not None and request.environ.get(COUNTED_BY) is not authentication:
+            reservations().give_back(authentication.policies)
+        return response
     if state is not None:
         window = current_app.config["RATE_LIMITS"]["window_seconds"]
         response.headers["RateLimit-Policy"] = f'"{state.policy}";q={state.quota};w={window}'
         response.headers["RateLimit"] = f'"{state.policy}";r={state.remaining};t={state.resets_in}'
     return response
-
-
-def anonymous_limit_message(limits, retry_after, failed_authentication):
-    """The 429 message past the budget without a valid token: a bare 429 would hide a bad token."""
-    if failed_authentication:
-        cause = ("Too many failed authentications from this address: the API token sent is invalid, expired "
-                 "or revoked, or its user left the organization, and")
-    else:
-        cause = "Too many requests without a valid API token from this address:"
-    return (f"{cause} requests without a valid token (failed authentications included) are limited to "
-            f"{limits['anonymous_per_ip']} per {_duration(limits['window_seconds'])} per address. "
-            f"The count resets in {_duration(retry_after, in_minutes=False)} (Retry-After).")
-
-
-def _duration(seconds, in_minutes=True):
-    if in_minutes and seconds % 60 == 0:
-        return f"{seconds // 60} minute{'' if seconds == 60 else 's'}"
-    return f"{seconds} second{'' if seconds == 1 else 's'}"
 
 
 def requested_version():

@@ -13,7 +13,7 @@ from models import db, packing_lists, shipments
 
 
 # The shipment renderings this process has read by their MD5 or made, by (shipment id, MD5 of the body): a
-# page whose rows the database names by their stored rendering's MD5 (models.shipments.counted_page) is
+# page whose rows the database names by their stored rendering's MD5 (models.shipments.page_digests) is
 # joined from here, its bodies never read again. Never stale: a changed rendering has another MD5, so it is
 # another key, and nothing has to be forgotten. Bounded in bytes: past KEPT_BYTES the oldest kept go first.
 # A plain dict: a page is read with one dict.get per shipment and no lock (each get is atomic beside a

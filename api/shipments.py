@@ -1,11 +1,10 @@
 """GET /shipments and GET /shipments/{shipment_id}: stored renderings served as bytes, made on a miss."""
-from flask import Blueprint, request
+from flask import Blueprint
 
-from api import guard, shipment_renderings
+from api import shipment_renderings
 from api.apidoc import get_route
 from api.conditional import stored_etag
 from api.context import get_conn, principal, version
-from api.errors import ApiError
 from api.params import parse_query
 from api.responses import missing, path_id, stored_bytes
 from api.schemas.common import list_schema
@@ -27,7 +26,7 @@ def list_shipments():
     Filters combine with AND. Page with `limit` and `starting_after`, the last id of the previous page,
     while `has_more` is true: shipments added meanwhile cause no gaps or repeats.
     """
-    query = counted_first(lambda: parse_query(ShipmentListQuerySchema))
+    query = parse_query(ShipmentListQuerySchema)
     limit = query["limit"]
     bodies, digest, found = shipment_page(
         limit + 1, limit,
@@ -46,42 +45,19 @@ def get_shipment(shipment_id):
 
     A shipment waiting for approval or of another organization is a 404, like a missing one.
     """
-    number = counted_first(lambda: path_id(shipment_id, "shp", "shipment"))
+    number = path_id(shipment_id, "shp", "shipment")
     body, digest, found = shipment_page(1, 1, shipment_id=number)
     if not found:
         raise missing("shipment", shipment_id)
     return stored_bytes(stored_etag(version(), digest), body)
 
 
-def counted_first(parse):
-    """`parse()`, the request counted first when it refuses (a 401 or 429 comes before a 400 or 404)."""
-    try:
-        return parse()
-    except ApiError:
-        guard.complete()
-        raise
-
-
 def shipment_page(limit, shown, **filters):
-    """shipment_renderings.page_bytes at the request's version: (bodies, digest, found).
+    """(bodies, digest, found) of up to `limit` shipments at the request's version (shipment_renderings.joined).
 
-    Read with the request's token check and count in one statement when guard left the count to this view
-    (without `q`, whose alias lookup comes first); otherwise after the count.
+    One statement reads the page as ids and the MD5s of their current stored renderings; the renderings
+    themselves come from those the process keeps, and only those it does not are read or made.
     """
-    read = None
-    if guard.deferred() and not filters.get("q"):
-        requested = request.headers.get("Service-Version")
-        read = guard.complete(lambda conn, *count: counted(shipments.counted_page(
-            conn, *count, requested, limit, shipment_renderings.RENDERER, **filters)))
-    else:
-        guard.complete()
     conn, organization_id = get_conn(), principal()["organization_id"]
-    if read is not None and read[0] == version():
-        return shipment_renderings.joined(conn, organization_id, version(), read[1], shown)
-    return shipment_renderings.page_bytes(conn, organization_id, version(), limit, shown, **filters)
-
-
-def counted(result):
-    """counted_page's (Authentication, page version, rows) as guard.complete takes it: (Authentication, the rest)."""
-    authentication, page_version, rows = result
-    return authentication, (page_version, rows)
+    rows = shipments.page_digests(conn, organization_id, limit, version(), shipment_renderings.RENDERER, **filters)
+    return shipment_renderings.joined(conn, organization_id, version(), rows, shown)

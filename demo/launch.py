@@ -60,7 +60,7 @@ def saved_token(url):
     value = TOKEN_FILE.read_text().strip()
     if not tokens.TOKEN_PATTERN.fullmatch(value):
         return None
-    found = _one(url, tokens.AUTHENTICATE_SQL, {"fingerprint": tokens.fingerprint(value)})
+    found = _one(url, tokens.PRINCIPAL_SQL, {"fingerprint": tokens.fingerprint(value)})
     return value if found is not None and found["slug"] == ORGANIZATION else None
 
 

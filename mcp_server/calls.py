@@ -5,8 +5,7 @@ from dataclasses import dataclass, field
 
 from werkzeug.test import EnvironBuilder, run_wsgi_app
 
-from api.guard import COUNTED_BY
-from models.rate_limits import Authentication
+from api.guard import COUNTED_BY, Authentication
 
 # The API client of the MCP request being served: set by the /mcp view per request, by `flask mcp` once.
 CALLER = contextvars.ContextVar("shiptrack_mcp_caller")

@@ -70,6 +70,12 @@ def within(seconds):
         _local.within = outer
 
 
+def aside():
+    """From now on, this thread's waits neither open nor close the breaker (a listening connection's thread:
+    what it hears of the database says nothing of the requests' statements). Its deadlines still apply."""
+    _local.aside = True
+
+
 def _limit(conn):
     # (seconds, whether passing it opens the breaker, what it is) of this wait: the shortest that applies.
     limit = (_seconds, True, _name)
@@ -95,7 +101,8 @@ def _wait(conn):
     while True:
         state = conn.poll()
         if state == psycopg2.extensions.POLL_OK:
-            if conn.status != psycopg2.extensions.STATUS_SETUP:  # a pooler answers a connection by itself
+            # A pooler answers a connection by itself.
+            if conn.status != psycopg2.extensions.STATUS_SETUP and not getattr(_local, "aside", False):
                 breaker.answered()
             return
         remaining = deadline - time.monotonic()
@@ -111,6 +118,6 @@ def _wait(conn):
         message = f"the database did not answer within {seconds:g} s" + (f" ({name})" if name else "")
         if name == "connect_timeout":
             message = "timeout expired: " + message  # libpq's own words when it keeps connect_timeout
-        if opens:
+        if opens and not getattr(_local, "aside", False):
             breaker.opened(message, started)
         raise psycopg2.extensions.QueryCanceledError(message)

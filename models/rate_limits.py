@@ -1,94 +1,60 @@
-"""Fixed-window request counters in PostgreSQL, shared by every worker and host."""
+"""Fixed-window rate limits shared by every process and host, counted in memory from reservations.
+
+Each bucket (a token, an address, the requests without a valid token of an address, a 304 budget) has a
+row per window in `rate_limit_counters`: what the processes have reserved of it, never more than its
+quota. A process reserves about a second of its own traffic in one statement (`reserve`) and counts
+requests from that reservation in memory (`Reservations.admit`); a reservation of nothing means the
+window is spent, which the process then knows until the window ends, answering without a statement.
+Reservations are taken from the shared count before they are used, so all processes together never
+admit more than the quota; a process that stops holding some admits fewer (docs/authentication.md).
+"""
+import math
+import threading
+import time
 from dataclasses import dataclass
-from datetime import datetime
 
-# authenticate_and_count: the request's first statement, one round trip: the principal of the token
-# fingerprint (None for NULL) and one hit counted in each bucket of the request. The statement itself is the
-# PL/pgSQL function of the same name in schema.sql, which says what it counts and why it is a function.
-_AUTHENTICATE_AND_COUNT_SQL = "SELECT * FROM authenticate_and_count(%(fingerprint)s, %(address)s, %(window)s)"
-# The principal's columns of each row (the function's other columns are the count's).
-PRINCIPAL_COLUMNS = ("token_id", "token_name", "scopes", "expires_at", "user_email", "organization_id",
-                     "organization_name", "slug", "api_version")
-
-# count_not_modified: a request answered 304 Not Modified is taken back from the buckets it was counted
-# in (their limits do not count 304s) and counted in its 304 budget instead, both in the window it was
-# counted in; past that budget's quota it stays where it was (it is refused, and refused requests count).
-# Rows: the 304 budget's first, then each bucket given back (none past the quota or once pruned), each with
-# the seconds until its window ends. The buckets' rows are locked in the order given, the order
-# authenticate_and_count counts them in (the token's, then the address's): an UPDATE takes its rows in the
-# order it finds them (the address's first, by the index), and a count of the same token and address taking
-# them the other way round made a deadlock.
-_NOT_MODIFIED_SQL = """
-WITH not_modified AS (
-  INSERT INTO rate_limit_counters AS r (bucket, window_start, hits)
-  VALUES (%(not_modified)s, %(window_start)s, 1)
-  ON CONFLICT (bucket, window_start) DO UPDATE SET hits = r.hits + 1
-  RETURNING bucket, hits, window_start
-),
-locked AS (
-  SELECT c.bucket FROM rate_limit_counters c
-   WHERE c.bucket = ANY(%(buckets)s::text[]) AND c.window_start = %(window_start)s
-   ORDER BY array_position(%(buckets)s::text[], c.bucket)
-     FOR UPDATE
-),
-given_back AS (
-  UPDATE rate_limit_counters c
-     SET hits = c.hits - 1
-    FROM not_modified n, locked l
-   WHERE c.bucket = l.bucket AND c.window_start = %(window_start)s AND c.hits > 0
-     AND n.hits <= %(quota)s
-  RETURNING c.bucket, c.hits, c.window_start
+# reserve: for each bucket, in the order given (the order every caller locks them in, so two reservations
+# never wait for each other's rows), up to `wants` more of the current window, as the SQL function
+# reservation (schema.sql) allows: fewer near the quota, none past it. The window is the current one of
+# `window` seconds by the database's clock; each row says when it ends.
+_RESERVE_SQL = """
+WITH wanted AS (
+  SELECT w.bucket, w.quota, w.wanted, w.position
+    FROM unnest(%(buckets)s::text[], %(quotas)s::int[], %(wants)s::int[]) WITH ORDINALITY
+         AS w (bucket, quota, wanted, position)
 )
-SELECT bucket, hits,
-       ceil(extract(epoch FROM window_start + make_interval(secs => %(window)s::int) - now()))::int AS resets_in,
-       0 AS position
-  FROM not_modified
-UNION ALL
-SELECT bucket, hits,
-       ceil(extract(epoch FROM window_start + make_interval(secs => %(window)s::int) - now()))::int AS resets_in,
-       1 AS position
-  FROM given_back
-ORDER BY position
+INSERT INTO rate_limit_counters AS r (bucket, window_start, hits, granted)
+SELECT w.bucket, to_timestamp(floor(extract(epoch FROM now()) / %(window)s) * %(window)s),
+       reservation(w.wanted, w.quota, 0), reservation(w.wanted, w.quota, 0)
+  FROM wanted w
+ ORDER BY w.position
+ON CONFLICT (bucket, window_start) DO UPDATE
+   SET (hits, granted) = (SELECT r.hits + reservation(w.wanted, w.quota, r.hits), reservation(w.wanted, w.quota, r.hits)
+                            FROM wanted w WHERE w.bucket = excluded.bucket)
+RETURNING r.bucket, r.hits, r.granted,
+          ceil(extract(epoch FROM r.window_start + make_interval(secs => %(window)s) - now()))::int AS resets_in
 """
 
 # prune: windows that ended long ago (the delivery process's housekeeping, on a schedule).
 _PRUNE_SQL = "DELETE FROM rate_limit_counters WHERE window_start < now() - make_interval(secs => 2 * %(window)s)"
 
+# The most one reservation asks for: about a second of one process's traffic is rarely more.
+MOST_WANTED = 1024
+# Past this many buckets kept, those whose window ended are forgotten (many addresses, each seen once).
+KEPT_BUCKETS = 10_000
 
-def authenticate_and_count(conn, fingerprint, address, window_seconds):
-    """The Authentication of a request: its principal (None without a valid token), buckets and Counts.
 
-    `fingerprint` is models.tokens.fingerprint of the token sent, or None when none (or a malformed one)
-    was sent; the hits are counted whoever asks.
+def reserve(conn, wanted, window_seconds):
+    """Reserve requests of the current window: `wanted` maps each bucket to (quota, how many it asks for).
+
+    Returns {bucket: (taken, granted, resets_in)}: what all processes have now reserved of the window, what
+    this reservation got (0: the window is spent), and the seconds until the window ends.
     """
+    buckets = list(wanted)
     with conn.cursor() as cur:
-        cur.execute(_AUTHENTICATE_AND_COUNT_SQL, {"fingerprint": fingerprint, "address": address,
-                                                  "window": window_seconds})
-        return authentication(cur.fetchall())
-
-
-def authentication(rows):
-    """The Authentication of the rows of authenticate_and_count (columns of a statement that adds some are left out)."""
-    principal = None
-    if rows[0]["token_id"] is not None:
-        principal = {column: rows[0][column] for column in PRINCIPAL_COLUMNS}
-    policies = {row["bucket"]: row["policy"] for row in rows}
-    counts = {row["bucket"]: Count(row["hits"], max(1, row["resets_in"]), row["window_start"]) for row in rows}
-    return Authentication(principal, policies, counts)
-
-
-def count_not_modified(conn, buckets, not_modified, window_start, quota, window_seconds):
-    """Move a request answered 304 from `buckets` to its 304 budget `not_modified` unless that passes `quota`.
-
-    Returns the NotModifiedCount: the 304 budget's hits and seconds until reset, and the Counts of the
-    buckets given back (empty past the quota).
-    """
-    with conn.cursor() as cur:
-        cur.execute(_NOT_MODIFIED_SQL, {"buckets": list(buckets), "not_modified": not_modified, "quota": quota,
-                                        "window_start": window_start, "window": window_seconds})
-        budget, *given_back = cur.fetchall()
-    counts = {row["bucket"]: Count(row["hits"], max(1, row["resets_in"]), window_start) for row in given_back}
-    return NotModifiedCount(budget["hits"], max(1, budget["resets_in"]), counts)
+        cur.execute(_RESERVE_SQL, {"buckets": buckets, "quotas": [wanted[bucket][0] for bucket in buckets],
+                                   "wants": [wanted[bucket][1] for bucket in buckets], "window": window_seconds})
+        return {row["bucket"]: (row["hits"], row["granted"], max(1, row["resets_in"])) for row in cur.fetchall()}
 
 
 def prune(conn, window_seconds):
@@ -98,36 +64,124 @@ def prune(conn, window_seconds):
         return cur.rowcount
 
 
-@dataclass(frozen=True, slots=True)
-class Count:
-    """One bucket's count: its hits in the window, the seconds until the window resets, when the window began."""
+@dataclass(slots=True)
+class Reserved:
+    """What this process holds of one bucket's window."""
 
-    hits: int
+    ends: float            # time.monotonic() when the window ends
+    left: int              # reserved and not used yet
+    taken: int             # what all processes had reserved of the window at this process's last reservation
+    granted: int           # what the last reservation got (0: the window is spent)
+    reserved_at: float     # time.monotonic() of the last reservation
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """Where a request stands in one bucket: its quota, requests left (-1: refused), seconds to the window's end."""
+
+    quota: int
+    remaining: int
     resets_in: int
-    window_start: datetime
 
 
-@dataclass(frozen=True, slots=True)
-class Authentication:
-    """What a request's first statement found: who asks (None without a valid token) and its counted buckets.
+class Reservations:
+    """The reservations of one process (one per application), shared by its threads."""
 
-    `policies` maps each bucket to its policy (a key of RATE_LIMITS), `counts` each bucket to its Count.
-    """
+    def __init__(self, window_seconds):
+        self.window_seconds = window_seconds
+        self._held = {}
+        self._lock = threading.Lock()
 
-    principal: dict | None
-    policies: dict
-    counts: dict
+    def admit(self, quotas, reserve_with):
+        """Count one request in each bucket of `quotas` ({bucket: quota}), or in none when one of them is spent.
 
-    @property
-    def window_start(self):
-        """The start of the window every bucket of the request was counted in."""
-        return next(iter(self.counts.values())).window_start
+        `reserve_with(wanted)` runs `reserve` on a connection; it is called only for the buckets this process
+        holds nothing of (never once a bucket is known spent), and the request takes its one from what it got
+        before another thread can. Returns ({bucket: Standing}, admitted).
+        """
+        mine = set()  # the buckets this request holds its one of
+        while True:
+            now = time.monotonic()
+            with self._lock:
+                held = {bucket: self._current(bucket, now) for bucket in quotas}
+                for bucket, reserved in held.items():
+                    if bucket not in mine and reserved is not None and reserved.left > 0:
+                        reserved.left -= 1
+                        mine.add(bucket)
+                spent = [bucket for bucket, reserved in held.items()
+                         if bucket not in mine and reserved is not None and reserved.granted == 0]
+                if spent or len(mine) == len(quotas):
+                    if spent:  # refused: what it took goes back
+                        for bucket in mine:
+                            held[bucket].left += 1
+                    return {bucket: self._standing(quota, held[bucket], now, bucket in spent)
+                            for bucket, quota in quotas.items()}, not spent
+                wanted = {bucket: (quota, self._wanted(quota, held[bucket], now))
+                          for bucket, quota in quotas.items() if bucket not in mine}
+            answer = reserve_with(wanted)
+            now = time.monotonic()
+            with self._lock:
+                for bucket, (taken, granted, resets_in) in answer.items():
+                    reserved = self._add(bucket, taken, granted, now + resets_in, now)
+                    if granted > 0:
+                        reserved.left -= 1
+                        mine.add(bucket)
 
+    def give_back(self, buckets):
+        """Return one request to each of `buckets` (a request answered 304, counted in its budget instead)."""
+        now = time.monotonic()
+        with self._lock:
+            for bucket in buckets:
+                reserved = self._current(bucket, now)
+                if reserved is not None:
+                    reserved.left += 1
 
-@dataclass(frozen=True, slots=True)
-class NotModifiedCount:
-    """A 304's count in its budget (hits, seconds until reset) and the Counts of the buckets given back."""
+    def standing(self, bucket, quota):
+        """The Standing of `bucket` as this process knows it, without counting a request."""
+        now = time.monotonic()
+        with self._lock:
+            return self._standing(quota, self._current(bucket, now), now)
 
-    hits: int
-    resets_in: int
-    given_back: dict
+    def _current(self, bucket, now):
+        reserved = self._held.get(bucket)
+        if reserved is not None and now >= reserved.ends:
+            del self._held[bucket]
+            return None
+        return reserved
+
+    def _wanted(self, quota, reserved, now):
+        """About a second of traffic in the bucket: of this process's, as fast as the last reservation went,
+        and never less than a second at the rate the limit allows (its quota over its window)."""
+        at_the_limit = math.ceil(quota / self.window_seconds)
+        if reserved is None or reserved.granted == 0:
+            return max(1, min(MOST_WANTED, at_the_limit))
+        per_second = reserved.granted / max(now - reserved.reserved_at, 0.001)
+        return max(1, min(MOST_WANTED, max(at_the_limit, math.ceil(per_second))))
+
+    def _add(self, bucket, taken, granted, ends, now):
+        """Hold what a reservation got; returns the bucket's Reserved."""
+        reserved = self._held.get(bucket)
+        if reserved is None or abs(reserved.ends - ends) > self.window_seconds / 2:  # none yet, or another window
+            if len(self._held) >= KEPT_BUCKETS:
+                self._forget_ended(now)
+            reserved = self._held[bucket] = Reserved(ends, granted, taken, granted, now)
+            return reserved
+        reserved.left += granted
+        reserved.taken = max(reserved.taken, taken)
+        reserved.granted, reserved.reserved_at = granted, now
+        return reserved
+
+    def _forget_ended(self, now):
+        for bucket in [bucket for bucket, reserved in self._held.items() if now >= reserved.ends]:
+            del self._held[bucket]
+
+    def _standing(self, quota, reserved, now, spent=False):
+        """The Standing of a bucket; `spent` for one whose window is spent (the request refused by it)."""
+        if reserved is None:
+            return Standing(quota, quota, self.window_seconds)
+        resets_in = max(1, math.ceil(reserved.ends - now))
+        if spent:
+            return Standing(quota, -1, resets_in)
+        # What all processes reserved, less what this one holds unused: exact with one process, else short
+        # by what the others hold unused (docs/authentication.md).
+        return Standing(quota, max(0, quota - reserved.taken + reserved.left), resets_in)

@@ -3,16 +3,15 @@ import re
 
 import psycopg2.extensions
 
-from models import rate_limits
 from models.db import group_rows
 
 # rendered_page: a page of visible shipments (the filters of GET /shipments and GET /shipments/{id}: the
 # shipment_page function of schema.sql, inlined here with these values), each with its stored rendering
 # when it is current: rendered at this version, by this code (`renderer`, a digest of what shapes a
 # shipment), at the shipment's revision. The freshness check is in the statement that reads, so a stale
-# rendering is never returned.
-RENDERED_PAGE_SQL = """
-SELECT p.id, r.body, r.body_md5
+# rendering is never returned. page_digests reads the same page without the renderings, only their MD5s:
+# the process keeps the renderings it has read (api/shipment_renderings.py).
+_PAGE_READ = """
   FROM shipment_page(organization_id => %(organization_id)s, page_size => %(limit)s,
                      shipment_id => %(shipment_id)s::bigint, shipment_ids => %(shipment_ids)s::bigint[],
                      archived => %(archived)s::boolean, statuses => %(statuses)s::text[],
@@ -28,16 +27,8 @@ SELECT p.id, r.body, r.body_md5
    AND r.revision = p.revision
  ORDER BY p.id DESC
 """
-
-# counted_page: the request's page and its token check and count, one call (schema.sql counted_shipment_page):
-# a row per bucket of the count, each with the page's version and the page as ids and the MD5s of their current
-# stored renderings (not the renderings: the process keeps those it has read, api/shipment_renderings.py).
-COUNTED_PAGE_SQL = """
-SELECT * FROM counted_shipment_page(
-  %(fingerprint)s, %(address)s, %(window)s, %(requested_version)s, %(renderer)s, %(limit)s,
-  %(shipment_id)s, %(shipment_ids)s, %(archived)s, %(statuses)s, %(created_after)s, %(created_before)s,
-  %(eta_after)s, %(eta_before)s, %(starting_after)s, %(label_ids)s)
-"""
+RENDERED_PAGE_SQL = "SELECT p.id, r.body, r.body_md5" + _PAGE_READ
+PAGE_DIGESTS_SQL = "SELECT p.id, NULL AS body, r.body_md5" + _PAGE_READ
 
 # list_shipments: visible shipments read whole (the page's misses, or one shipment), newest first. The
 # checks summary, cargo, organic and produce are columns kept by the database on write (schema.sql
@@ -62,7 +53,7 @@ SELECT p.id, p.reference, p.erp_reference, p.transport_reference, p.transport_re
  ORDER BY p.id DESC
 """
 
-# stored_bodies: the current stored renderings of shipments a page named by their MD5 (counted_page), for
+# stored_bodies: the current stored renderings of shipments a page named by their MD5 (page_digests), for
 # those the process does not keep; one replaced meanwhile comes as it is now (a newer revision).
 STORED_BODIES_SQL = """
 SELECT r.shipment_id, r.body, r.body_md5 FROM shipment_renderings r
@@ -146,15 +137,20 @@ def _alias_regex(cur, params):
 def rendered_page(conn, organization_id, limit, api_version, renderer, **filters):
     """Ids of up to `limit` visible shipments, newest first, each with its current stored rendering or None."""
     return [(shipment_id, body) for shipment_id, body, _md5
-            in _rendered_rows(conn, organization_id, limit, api_version, renderer, False, filters)]
+            in _rendered_rows(conn, RENDERED_PAGE_SQL, organization_id, limit, api_version, renderer, False, filters)]
 
 
 def rendered_page_bytes(conn, organization_id, limit, api_version, renderer, **filters):
     """rendered_page's rows as (id, stored JSON or None, its MD5 or None), the JSON as the driver's bytes."""
-    return _rendered_rows(conn, organization_id, limit, api_version, renderer, True, filters)
+    return _rendered_rows(conn, RENDERED_PAGE_SQL, organization_id, limit, api_version, renderer, True, filters)
 
 
-def _rendered_rows(conn, organization_id, limit, api_version, renderer, as_bytes, filters):
+def page_digests(conn, organization_id, limit, api_version, renderer, **filters):
+    """rendered_page's rows as (id, None, MD5 of its current stored rendering or None): the page's one statement."""
+    return _rendered_rows(conn, PAGE_DIGESTS_SQL, organization_id, limit, api_version, renderer, False, filters)
+
+
+def _rendered_rows(conn, sql, organization_id, limit, api_version, renderer, as_bytes, filters):
     params = {name: None for name in FILTERS}
     params.update(filters)
     params.update(search_params(params.pop("q")))
@@ -163,24 +159,8 @@ def _rendered_rows(conn, organization_id, limit, api_version, renderer, as_bytes
         params["q_alias_regex"] = _alias_regex(cur, params)
         if as_bytes:   # text columns as the bytes the driver received, never decoded: they are sent as they are
             psycopg2.extensions.register_type(psycopg2.extensions.BYTES, cur)
-        cur.execute(RENDERED_PAGE_SQL, params)
+        cur.execute(sql, params)
         return [(row["id"], row["body"], _text(row["body_md5"])) for row in cur.fetchall()]
-
-
-def counted_page(conn, fingerprint, address, window_seconds, requested_version, limit, renderer, **filters):
-    """(Authentication, page version or None, page rows) of one statement: the request's count
-    (models.rate_limits) and, when a version is known, the page's rows for it as (id, None, MD5 of its current
-    stored rendering or None). `filters` are rendered_page's but q."""
-    params = {name: None for name in FILTERS if name != "q"}
-    params.update(filters)
-    params.update(fingerprint=fingerprint, address=address, window=window_seconds,
-                  requested_version=requested_version, limit=limit, renderer=renderer)
-    with conn.cursor() as cur:
-        cur.execute(COUNTED_PAGE_SQL, params)
-        counts = cur.fetchall()
-    first = counts[0]
-    page = [(shipment_id, None, md5) for shipment_id, md5 in zip(first["page_ids"] or (), first["page_md5s"] or ())]
-    return rate_limits.authentication(counts), first["page_version"], page
 
 
 def stored_bodies(conn, ids, api_version, renderer):

@@ -24,10 +24,17 @@ def fingerprint(token):
     return hashlib.sha256(token.encode("ascii")).digest()
 
 
-# authenticate: the active token with this fingerprint, its user (still a member) and organization; no row
-# for any other. The lookup is the function token_principal of schema.sql, which authenticate_and_count (the
-# request's first statement, models/rate_limits.py) reads too; the demo launcher runs this on its own.
-AUTHENTICATE_SQL = "SELECT * FROM token_principal(%(fingerprint)s)"
+# principal: the active token with this fingerprint, its user (still a member) and organization; no row
+# for any other. The lookup is the function token_principal of schema.sql, which holds the rule of an active
+# token; the API keeps what it answers per process (models/principals.py).
+PRINCIPAL_SQL = "SELECT * FROM token_principal(%(fingerprint)s)"
+
+
+def principal(conn, fingerprint):
+    """The principal of a token fingerprint (a dict of token_principal's columns), or None."""
+    with conn.cursor() as cur:
+        cur.execute(PRINCIPAL_SQL, {"fingerprint": fingerprint})
+        return cur.fetchone()
 
 
 # create_token: lock the organization row so two creations cannot both pass the limit.

@@ -2,6 +2,7 @@
 import pytest
 
 from models import alerts as alerts_model
+from tests.support.apps import with_limits
 from tests.support.counting import statement_counts
 from tests.support.factories import auth, insert, make_org, make_shipment, make_token
 
@@ -138,7 +139,7 @@ def test_common_rules(conn, client, org):
 
 
 def test_rate_limited(app, client, org):
-    app.config["RATE_LIMITS"] = {**app.config["RATE_LIMITS"], "per_token": 2}
+    client = with_limits(app, per_token=2).test_client()
     statuses = [client.get("/alerts", headers=auth(org["token"])).status_code for _ in range(3)]
     assert statuses == [200, 200, 429]
 

@@ -1,6 +1,7 @@
 """GET /checks: current checks, failed and warning by default, keyset-paged."""
 import pytest
 
+from tests.support.apps import with_limits
 from tests.support.counting import statement_counts
 from tests.support.factories import auth, insert, make_org, make_shipment, make_token
 
@@ -129,7 +130,7 @@ def test_common_rules(app, client, org):
 
 
 def test_rate_limited(app, client, org):
-    app.config["RATE_LIMITS"] = {**app.config["RATE_LIMITS"], "per_token": 1}
+    client = with_limits(app, per_token=1).test_client()
     assert client.get("/checks", headers=auth(org["token"])).status_code == 200
     limited = client.get("/checks", headers=auth(org["token"]))
     assert (limited.status_code, limited.json["error"]["code"]) == (429, "rate_limited")

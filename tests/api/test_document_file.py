@@ -4,6 +4,7 @@ import os
 import pytest
 
 from api.documents import FILE_MEDIA_TYPES, content_disposition, storage_path
+from tests.support.apps import with_limits
 from tests.support.counting import statement_counts
 from tests.support.factories import auth, insert, make_org, make_shipment, make_token
 
@@ -171,7 +172,7 @@ def test_common_rules(app, conn, client, org):
     assert (missing.status_code, missing.json["error"]["code"]) == (401, "missing_token")
     version = client.get(path, headers=auth(org["token"], **{"Service-Version": "2027-01-01"}))
     assert (version.status_code, version.json["error"]["code"]) == (400, "invalid_version")
-    app.config["RATE_LIMITS"] = {**app.config["RATE_LIMITS"], "per_token": 0}
+    client = with_limits(app, per_token=0).test_client()
     assert client.get(path, headers=auth(org["token"])).status_code == 429
 
 

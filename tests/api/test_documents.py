@@ -3,6 +3,7 @@ import json
 
 import pytest
 
+from tests.support.apps import with_limits
 from tests.support.counting import statement_counts
 from tests.support.factories import auth, insert, make_org, make_shipment, make_token
 
@@ -182,7 +183,7 @@ def test_common_rules(app, conn, client, org, path):
     assert (version.status_code, version.json["error"]["code"]) == (400, "invalid_version")
     assert client.get(path + ".pdf", headers=auth(org["token"])).status_code == 404
     assert client.get(path + "?unknown=1", headers=auth(org["token"])).status_code == 200
-    app.config["RATE_LIMITS"] = {**app.config["RATE_LIMITS"], "per_token": 0}
+    client = with_limits(app, per_token=0).test_client()
     assert client.get(path, headers=auth(org["token"])).status_code == 429
 
 

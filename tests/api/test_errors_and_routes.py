@@ -164,7 +164,7 @@ def test_an_unexpected_failure_is_500_without_a_trace(app, client, token, monkey
     def boom(*args, **kwargs):
         raise RuntimeError("secret detail")
 
-    monkeypatch.setattr(shipments, "counted_page", boom)
+    monkeypatch.setattr(shipments, "page_digests", boom)
     app.config["PROPAGATE_EXCEPTIONS"] = False
     response = client.get("/shipments", headers=auth(token))
     assert response.status_code == 500

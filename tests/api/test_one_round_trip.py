@@ -1,9 +1,11 @@
-"""The count and the page in one statement: what refuses a request still comes first, and nothing else changes."""
+"""The guard decides every request before its view, and the page is the view's one statement: what refuses a
+request comes first, and a warm process's guard asks the database nothing."""
 from api import versions
-from tests.support.counting import statement_counts
+from tests.support.apps import warmed, with_limits
+from tests.support.counting import guard_statement_counts, statement_counts
 from tests.support.factories import auth, make_org, make_shipment, make_token
 
-UNKNOWN = "sv_" + "A" * 40          # well formed, so the count is left to the view
+UNKNOWN = "sv_" + "A" * 40          # well formed, and no token's
 
 
 def test_a_refused_parameter_with_an_unknown_token_is_a_401_first(client, conn):
@@ -14,15 +16,20 @@ def test_a_refused_parameter_with_an_unknown_token_is_a_401_first(client, conn):
         assert response.headers["RateLimit-Policy"].startswith('"anonymous_per_ip";'), path
 
 
-def test_a_refused_parameter_with_a_valid_token_is_counted_once(app, client, conn):
+def test_a_refused_parameter_with_a_valid_token_is_counted_once(app, conn):
     token = make_token(conn, make_org(conn, "acme"))
-    client.get("/organization", headers=auth(token))                   # the version pin is a one-off statement
+    app = with_limits(app, per_token=100_000, per_ip=100_000)
+    client = app.test_client()
+    warmed(app, client, auth(token))
     counts = statement_counts(app)
     counts.clear()
+    guard_counts = guard_statement_counts(app)
+    guard_counts.clear()
     response = client.get("/shipments?limit=abc", headers=auth(token))
     assert (response.status_code, response.json["error"]["code"]) == (400, "invalid_parameter")
-    assert response.headers["RateLimit"].startswith('"per_token";r=598;')
-    assert counts == [1]
+    assert response.headers["RateLimit"].startswith('"per_token";r=99996;')
+    # The principal and a reservation of the token's limits are kept from the first request: no statement.
+    assert (counts, guard_counts) == ([], [0])
 
 
 def test_the_first_request_of_an_unpinned_organization_pins_it_and_serves_the_page(app, client, conn):

@@ -221,15 +221,23 @@ def test_budget_message_follows_the_window(conn, database_url, tmp_path):
                message=without_token(1, FAILED_CAUSE, window="90 seconds"))
 
 
-def test_new_window_resets_the_count(conn, database_url, tmp_path):
+def test_a_spent_window_is_known_until_it_ends_then_a_new_one_counts(conn, database_url, tmp_path):
     token = make_token(conn, make_org(conn, "acme"))
-    client = limited_app(database_url, tmp_path, per_token=1).test_client()
+    client = limited_app(database_url, tmp_path, per_token=1, window_seconds=4).test_client()
     assert client.get("/organization", headers=auth(token)).status_code == 200
-    assert_429(client.get("/organization", headers=auth(token)), conn)
+    refused = client.get("/organization", headers=auth(token))
+    assert_429(refused, conn, window=4)
     with conn.cursor() as cur:
-        # The current window is now the previous one.
-        cur.execute("UPDATE rate_limit_counters SET window_start = window_start - interval '5 minutes'")
+        # The shared count forgets the window: a reservation now would get the request. The process knows the
+        # window is spent, and reserves nothing until it ends.
+        cur.execute("DELETE FROM rate_limit_counters")
+        again = client.get("/organization", headers=auth(token))
+        assert_429(again, conn, window=4)
+        cur.execute("SELECT count(*) FROM rate_limit_counters")
+        assert cur.fetchone()["count"] == 0
+    time.sleep(int(again.headers["Retry-After"]) + 0.1)
     assert client.get("/organization", headers=auth(token)).status_code == 200
+    assert_429(client.get("/organization", headers=auth(token)), conn, window=4)
 
 
 def test_retry_after_follows_the_window(conn, database_url, tmp_path):
@@ -247,9 +255,10 @@ def test_counters_live_in_an_unlogged_table(conn, database_url, tmp_path):
     with conn.cursor() as cur:
         cur.execute("SELECT relpersistence FROM pg_class WHERE relname = 'rate_limit_counters'")
         assert cur.fetchone()["relpersistence"] == "u"
+        # Each bucket's first reservation: a second of requests at the rate its limit allows (1000 per 300 s).
         cur.execute("SELECT bucket, hits FROM rate_limit_counters ORDER BY bucket")
         assert [(row["bucket"], row["hits"]) for row in cur.fetchall()] == [
-            ("anonymous:192.0.2.1", 1), ("ip:192.0.2.1", 1), ("token:1", 1)]
+            ("anonymous:192.0.2.1", 4), ("ip:192.0.2.1", 4), ("token:1", 4)]
 
 
 def test_forwarded_for_ignored_without_trusted_proxies(conn, database_url, tmp_path):

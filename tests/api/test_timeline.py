@@ -2,6 +2,7 @@
 import pytest
 
 from models.timeline import journey_order
+from tests.support.apps import with_limits
 from tests.support.counting import statement_counts
 from tests.support.factories import auth, insert, make_org, make_shipment, make_token
 
@@ -169,7 +170,7 @@ def test_common_rules(app, client, org):
     version = client.get(path, headers=auth(org["token"], **{"Service-Version": "2026-10-02"}))
     assert (version.status_code, version.json["error"]["code"]) == (400, "invalid_version")
     assert client.get(path + ".html", headers=auth(org["token"])).status_code == 404
-    app.config["RATE_LIMITS"] = {**app.config["RATE_LIMITS"], "per_token": 0}
+    client = with_limits(app, per_token=0).test_client()
     assert client.get(path, headers=auth(org["token"])).status_code == 429
 
 

@@ -13,6 +13,7 @@ from api.ids import PREFIXES, id_pattern
 from api.openapi import UndocumentedView, build_spec
 
 from tests.support import ROOT
+from tests.support.apps import with_limits
 from tests.support.factories import auth, make_container, make_label, make_org, make_shipment, make_token
 
 
@@ -208,7 +209,7 @@ def description_allows(parameter, raw):
 
 def test_every_query_parameter_validates_as_described(app, conn, client):
     # About 1,200 requests: more than one token may make in the rate-limit window.
-    app.config["RATE_LIMITS"] = {**app.config["RATE_LIMITS"], "per_token": 10_000, "per_ip": 10_000}
+    client = with_limits(app, per_token=10_000, per_ip=10_000).test_client()
     token = make_token(conn, make_org(conn, "acme"))
     document = client.get("/openapi.json").json
     checked = set()

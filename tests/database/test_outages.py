@@ -15,7 +15,7 @@ import pytest
 import requests
 from psycopg2.extensions import parse_dsn
 
-from models import db
+from models import db, principals
 from tests.support import ROOT
 from tests.support.factories import auth, make_org, make_token
 from tests.support.outages import assert_unavailable
@@ -34,10 +34,10 @@ def outage_database(module_database):
 
 
 def other_sessions(conn):
-    """Sessions on conn's database other than conn's own."""
+    """Sessions on conn's database other than conn's own and the API's listening one (which comes back by itself)."""
     with conn.cursor() as cur:
         cur.execute("SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() "
-                    "AND pid <> pg_backend_pid()")
+                    "AND pid <> pg_backend_pid() AND application_name <> %s", (principals.APPLICATION_NAME,))
         return cur.fetchone()["n"]
 
 
@@ -71,16 +71,12 @@ def test_a_connection_that_dies_after_the_check_is_retried_once(outage_database,
     caplog.set_level(logging.INFO, logger="api.context")
     conn, app, token = outage_database
     client = app.test_client()
-    assert client.get("/organization", headers=auth(token)).status_code == 200
+    assert client.get("/shipments", headers=auth(token)).status_code == 200
     monkeypatch.setattr(db, "looks_alive", lambda connection: not connection.closed)
     assert terminate_every_session(conn) >= 1
-    statuses = [client.get("/organization", headers=auth(token)).status_code for _ in range(10)]
+    statuses = [client.get("/shipments", headers=auth(token)).status_code for _ in range(10)]
     assert statuses == [200] * 10
     assert "retrying once on a new one" in caplog.text
-    # Counted once: the failed attempt's count died with its transaction.
-    with conn.cursor() as cur:
-        cur.execute("SELECT sum(hits) AS hits FROM rate_limit_counters WHERE bucket LIKE 'token:%'")
-        assert cur.fetchone()["hits"] == 11
 
 
 def test_the_database_away_is_503_except_the_description_and_its_page():

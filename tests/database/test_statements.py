@@ -70,7 +70,7 @@ def _number(match, names):
 def test_every_statement_is_collected():
     # The registry finds the statements by name: these are some of each kind it must hold.
     for name in ("models.shipments.LIST_SQL", "models.changes.FEED_SQL", "models.webhook_deliveries._CLAIM_DUE_SQL",
-                 "models.rate_limits._AUTHENTICATE_AND_COUNT_SQL", "models.packing_lists.STORED_RENDERING_SQL",
+                 "models.rate_limits._RESERVE_SQL", "models.packing_lists.STORED_RENDERING_SQL",
                  "models.monitoring._GAUGES_SQL", "models.migrations.HISTORY_SQL", "models.events._STORE_SQL"):
         assert name in STATEMENTS
     assert len(STATEMENTS) >= 90
@@ -121,7 +121,7 @@ CALLERS = {
     "models.free_time_queries.FACTS_SQL": {"organization_id": 1, "ids": [1]},
     "models.free_time_queries.AT_RISK_SQL": {"organization_id": 1, "now": datetime.now(timezone.utc),
                                              "window_days": 45},
-    "models.tokens.AUTHENTICATE_SQL": {"fingerprint": bytes(32)},
+    "models.tokens.PRINCIPAL_SQL": {"fingerprint": bytes(32)},
 }
 
 

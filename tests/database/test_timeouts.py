@@ -85,12 +85,12 @@ def test_a_statement_blocked_by_a_lock_is_a_503(conn, api_url):
     url, pooler = api_url
     app = make_app(url, DATABASE_STATEMENT_TIMEOUT=1, DATABASE_POOLER=pooler)
     client = app.test_client()
-    assert client.get("/organization", headers=auth(token)).status_code == 200
+    assert client.get("/shipments", headers=auth(token)).status_code == 200
     conn.autocommit = False
     with conn.cursor() as cur:
-        cur.execute("LOCK TABLE rate_limit_counters IN ACCESS EXCLUSIVE MODE")
+        cur.execute("LOCK TABLE shipments IN ACCESS EXCLUSIVE MODE")
     try:
-        assert_unavailable(client.get("/organization", headers=auth(token)))
+        assert_unavailable(client.get("/shipments", headers=auth(token)))
     finally:
         conn.rollback()
         conn.autocommit = True

@@ -2,6 +2,7 @@
 import pytest
 
 from api import versions
+from tests.support.apps import once_seen
 from tests.support.factories import auth, make_org, make_token
 
 OLD, MIDDLE, NEW = "2026-10-01", "2027-01-01", "2027-06-01"
@@ -56,14 +57,16 @@ def test_pin_moves_forward_and_the_api_follows(cli, conn, client, org, three_ver
     result = pin_version(cli, MIDDLE)
     assert (result.exit_code, result.stdout) == (0, "acme is pinned to 2027-01-01 (was 2026-10-01)\n")
     assert pinned(conn) == MIDDLE
-    response = client.get("/organization", headers=auth(org["token"]))
+    response = once_seen(lambda: client.get("/organization", headers=auth(org["token"])),
+                         lambda answer: answer.headers.get("Service-Version") != OLD)
     assert response.status_code == 200
     assert response.headers["Service-Version"] == MIDDLE
     assert response.json["api_version"] == MIDDLE
     # Owners may move it too, and the header still chooses a version per request without moving it.
     result = pin_version(cli, NEW, actor="owner@acme.example")
     assert (result.exit_code, result.stdout) == (0, "acme is pinned to 2027-06-01 (was 2027-01-01)\n")
-    assert client.get("/shipments", headers=auth(org["token"])).headers["Service-Version"] == NEW
+    assert once_seen(lambda: client.get("/shipments", headers=auth(org["token"])),
+                     lambda answer: answer.headers.get("Service-Version") != MIDDLE).headers["Service-Version"] == NEW
     older = client.get("/organization", headers=auth(org["token"], **{"Service-Version": OLD}))
     assert (older.headers["Service-Version"], older.json["api_version"]) == (OLD, NEW)
     assert pinned(conn) == NEW
