@@ -57,8 +57,9 @@ DEFAULTS = {
     # (a pooler found is taken for a transaction pooler). Through a transaction pooler nothing lives in a
     # session (no PREPARE, no SET, no LISTEN).
     "DATABASE_POOLER": None,
-    # A direct URL (past the pooler) for the delivery script's LISTEN alone; null listens on DATABASE_URL,
-    # or not at all through a transaction pooler (then new events are found by polling, every 5 s).
+    # A direct URL (past the pooler) for the LISTEN connections alone (the delivery script's, and each API
+    # process's for changes to tokens); null listens on DATABASE_URL, or not at all through a transaction
+    # pooler (then new events are found by polling, and tokens are looked up again every second).
     "DATABASE_LISTEN_URL": None,
     # Seconds the API waits for a new connection, and for one statement (then answers 503): both well
     # inside gunicorn's 30 s worker timeout, so a database that hangs never gets a worker killed.

@@ -5,6 +5,7 @@ get it as the CLI does.
 """
 import pytest
 
+from tests.support.apps import once_seen
 from tests.support.factories import auth, make_org, make_token
 
 MEMBER = "member@acme.example"
@@ -23,7 +24,9 @@ def member_id(conn):
 
 
 def answers(client, token):
-    response = client.get("/organization", headers=auth(token))
+    """(status, error code) of GET /organization with `token`, once a 401 (every process sees a change within
+    2 seconds: tests/support/apps.once_seen)."""
+    response = once_seen(lambda: client.get("/organization", headers=auth(token)), lambda r: r.status_code == 401)
     return response.status_code, (response.get_json()["error"]["code"] if response.status_code != 200 else None)
 
 
