@@ -25,7 +25,7 @@ ERROR_RESPONSES = {
            "message and `RateLimit-Policy` name it (`not_modified_per_token`, `not_modified_anonymous_per_ip`).",
     "503": "The service cannot reach its database, or the request met a conflicting change in it that retries did "
            "not get past (`service_unavailable`); `Retry-After` gives seconds to wait. It recovers by itself. Not "
-           "counted against the rate limits, unless the conflict came after the request was counted.",
+           "counted against the rate limits.",
 }
 
 
@@ -103,7 +103,7 @@ NOT_MODIFIED = ("Not Modified: `If-None-Match` names the current `ETag` (weak co
                 "not counted against the rate limits, so `RateLimit` shows the state without this request.")
 
 
-# A 503 is answered before the request could be counted: Retry-After instead of the RateLimit headers.
+# A 503 is not counted (api/guard.py gives its request back): Retry-After instead of the RateLimit headers.
 SERVICE_UNAVAILABLE_HEADERS = {"Retry-After": {
     "schema": {"type": "integer", "minimum": 1},
     "description": "Seconds to wait before retrying."}}

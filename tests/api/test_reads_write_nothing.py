@@ -131,3 +131,24 @@ def test_a_revoked_token_is_refused_by_every_worker_within_two_seconds(conn, dat
     finally:
         if bouncer:
             bouncer.close()
+
+
+def test_a_503_of_the_view_gives_its_request_back(conn, database_url, tmp_path):
+    token = make_token(conn, make_org(conn, "acme"))
+    make_shipment(conn, 1)
+    app = make_app(database_url, STORAGE_DIR=str(tmp_path / "storage"), DATABASE_STATEMENT_TIMEOUT=1,
+                   RATE_LIMITS={**FAR_BELOW, "per_token": 2})
+    client = app.test_client()
+    assert client.get("/shipments", headers=auth(token)).status_code == 200
+    conn.autocommit = False
+    with conn.cursor() as cur:
+        cur.execute("LOCK TABLE shipments IN ACCESS EXCLUSIVE MODE")
+    try:
+        unavailable = client.get("/shipments", headers=auth(token))
+    finally:
+        conn.rollback()
+        conn.autocommit = True
+    assert unavailable.status_code == 503 and "RateLimit" not in unavailable.headers
+    # The 503 counted nothing: the limit's second request is still there.
+    assert client.get("/shipments", headers=auth(token)).status_code == 200
+    assert client.get("/shipments", headers=auth(token)).status_code == 429
