@@ -155,7 +155,7 @@ def listen(app):
     """Start this process's listening for changes to tokens before its first request (gunicorn.conf.py,
     post_worker_init), so that the principals it keeps first are kept while it hears."""
     with app.app_context():
-        kept_principals().listener.epoch()
+        kept_principals().listener.start()
 
 
 def reservations():

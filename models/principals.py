@@ -68,6 +68,7 @@ class Principals:
                 return _unexpired(found)
         generation = self._generation
         found = lookup(fingerprint)
+        self.listener.start()  # once the database has answered: listening needs it too
         with self._lock:
             # Kept only if nothing was heard meanwhile: a change heard during the lookup may postdate its answer.
             if generation == self._generation:
@@ -117,12 +118,13 @@ class Listener:
         self._subscribers.add(principals)
 
     def epoch(self):
-        """The number of the current listening, None while not listening; starts the thread in a new process."""
-        if self._pid != os.getpid():
-            self._start()
-        return self._epoch
+        """The number of the current listening, None while not listening (or not yet listening in this process)."""
+        return self._epoch if self._pid == os.getpid() else None
 
-    def _start(self):
+    def start(self):
+        """Start listening in this process (its thread), unless it does already."""
+        if self._pid == os.getpid():
+            return
         with self._lock:
             if self._pid == os.getpid():
                 return

@@ -3,13 +3,14 @@ slow service, not an outage: a request that cannot get a new connection (which n
 timeout) waits for one of its process's own, the breaker (models/breaker.py) stays closed while statements answer,
 and /readyz says the database is slow without closing a pooled connection."""
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import psycopg2
 import pytest
 import requests
 
-from models import breaker, db
+from models import breaker, db, principals
 from tests.support.apps import NO_RATE_LIMITS
 from tests.support.factories import auth, make_org, make_shipment, make_token
 from tests.support.outages import client_deadline, proxy_to
@@ -38,12 +39,29 @@ def api_backends(database_url):
     return pids
 
 
+def listening(database_url):
+    """Whether an API process listens for changes to tokens on the test database."""
+    with psycopg2.connect(database_url) as watcher, watcher.cursor() as cur:
+        cur.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND application_name = %s", (principals.APPLICATION_NAME,))
+        found = cur.fetchone()[0]
+    watcher.close()
+    return found > 0
+
+
 @pytest.mark.slow
 def test_gunicorn_on_a_slow_database_answers_every_request(conn, database_url, proxy, tmp_path):
     organization_id = make_org(conn)
     token, shipment_id = make_token(conn, organization_id), make_shipment(conn, organization_id)
     path = f"/shipments/shp_{shipment_id}"
     with gunicorn(proxy.url(database_url), tmp_path, DATABASE_POOL_SIZE=2, RATE_LIMITS=NO_RATE_LIMITS) as base:
+        # The worker listens for changes to tokens (from its start): the principal it keeps is then kept while
+        # the database is slow, as a worker that has run a while keeps it.
+        assert wait_for(lambda: listening(database_url), 20)
+        assert requests.get(base + path, headers=auth(token), timeout=30).status_code == 200
+        # That first request pinned the organization's version, which every process hears as a change to the
+        # principal it keeps: the next request looks it up again, while the database is near.
+        time.sleep(0.5)
         assert requests.get(base + path, headers=auth(token), timeout=30).status_code == 200
         pooled = api_backends(database_url)  # the one connection the worker made while the database was near
         assert len(pooled) == 1
