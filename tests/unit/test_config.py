@@ -86,6 +86,20 @@ def test_config_imports_nothing_of_the_project():
     assert imported and not imported & project
 
 
+def loaded_by(code):
+    """The modules a new interpreter has loaded after running `code` from the checkout's root."""
+    code += "; import sys; print('\\n'.join(sorted(sys.modules)))"
+    return set(subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.split())
+
+
+def test_config_imports_no_web_framework():
+    # The delivery script reads its settings here.
+    loaded = loaded_by("import config")
+    assert "json" in loaded
+    assert not {"flask", "werkzeug", "gunicorn"} & loaded
+
+
 def test_every_setting_has_a_comment():
     tree = ast.parse(Path(config.__file__).read_text())
     lines = Path(config.__file__).read_text().splitlines()
@@ -118,9 +132,7 @@ def test_delivery_script_reads_variables(monkeypatch):
 
 def test_delivery_script_builds_no_app():
     """`python -m delivery` imports neither app.py, the CLI, any API view (blueprint) module, nor request parsing."""
-    code = "import sys, delivery.__main__; print('\\n'.join(sorted(sys.modules)))"
-    loaded = set(subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                                check=True).stdout.split())
+    loaded = loaded_by("import delivery.__main__")
     views = {f"api.{path.stem}" for path in (ROOT / "api").glob("*.py") if "Blueprint(" in path.read_text()}
     assert views and "api.shipments" in views
     assert not loaded & (views | {"app", "cli", "api.params", "api.errors", "api.context", "api.guard"})
