@@ -3,7 +3,7 @@ from dataclasses import dataclass
 
 from flask import current_app, g, request
 
-from api import versions
+from rendering import versions
 from api.context import first_statements, get_conn
 from api.errors import InvalidParameter, InvalidToken, InvalidVersion, MissingToken, RateLimited, RequestTooLarge
 from models import breaker, db, deadline, organizations, rate_limits, tokens

@@ -1,7 +1,8 @@
 """GET /shipments and GET /shipments/{shipment_id}: stored renderings served as bytes, made on a miss."""
 from flask import Blueprint, request
 
-from api import guard, shipment_renderings
+from api import guard
+from rendering import shipment_renderings
 from api.apidoc import get_route
 from api.conditional import stored_etag
 from api.context import get_conn, principal, version
@@ -9,9 +10,9 @@ from api.errors import ApiError
 from api.params import parse_query
 from api.responses import missing, path_id, stored_bytes
 from api.schemas.common import list_schema
-from api.schemas.present import list_bytes
+from rendering.present import list_bytes
 from api.schemas.queries import ShipmentListQuerySchema
-from api.schemas.shipments import ShipmentSchema
+from rendering.schemas.shipments import ShipmentSchema
 from models import shipments
 
 bp = Blueprint("shipments", __name__)

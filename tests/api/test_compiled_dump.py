@@ -8,16 +8,16 @@ from decimal import Decimal
 import pytest
 from marshmallow import Schema, fields, post_dump, pre_dump
 
-from api.ids import PREFIXES, parse_id
 from api.openapi import build_spec, documented_rules
 import api.free_time as free_time_api
-from api.schemas import compiled
-from api.schemas.compiled import UnsupportedSchema, dumper
-from api.schemas.free_time import FreeTimeSummarySchema
-from api.schemas.organization import OrganizationSchema
-from api.schemas.fields import OneOf
-from api.schemas.shipments import DeletedShipmentSchema, ShipmentSchema
 from models import db, shipments
+from rendering import compiled
+from rendering.compiled import UnsupportedSchema, dumper
+from rendering.ids import PREFIXES, parse_id
+from rendering.schemas.fields import OneOf
+from rendering.schemas.free_time import FreeTimeSummarySchema
+from rendering.schemas.organization import OrganizationSchema
+from rendering.schemas.shipments import DeletedShipmentSchema, ShipmentSchema
 from tests.support.factories import make_container, make_label, make_org, make_shipment
 
 NOW = datetime(2026, 11, 23, 4, 42, 19, 433217, tzinfo=timezone.utc)
@@ -110,7 +110,7 @@ def test_every_response_schema_dumps_identically_on_the_demo(demo, monkeypatch):
     app, headers = demo
     seen = defaultdict(int)
     checking = _checking_dumper(seen)
-    # Views and webhooks reach the dumper through names imported from api.schemas.compiled.
+    # Views and webhooks reach the dumper through names imported from rendering.compiled.
     patched = [name for name, module in list(sys.modules.items())
                if module is not compiled and module is not sys.modules[__name__]
                and vars(module).get("dumper") is dumper]

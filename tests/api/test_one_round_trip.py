@@ -1,5 +1,5 @@
 """The count and the page in one statement: what refuses a request still comes first, and nothing else changes."""
-from api import versions
+from rendering import versions
 from tests.support.counting import statement_counts
 from tests.support.factories import auth, make_org, make_shipment, make_token
 

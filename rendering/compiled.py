@@ -26,7 +26,7 @@ class UnsupportedSchema(TypeError):
     """A schema uses a marshmallow feature the compiled dumper does not implement."""
 
     def __init__(self, where, feature):
-        super().__init__(f"{where}: {feature} is not implemented by api.schemas.compiled.dumper; "
+        super().__init__(f"{where}: {feature} is not implemented by rendering.compiled.dumper; "
                          f"drop it from the schema or dump with marshmallow")
 
 
