@@ -22,6 +22,9 @@ worker_class = "serving.JsonErrorWorker"
 # Threads per worker: enough for many slow clients at once beside the requests the application runs (at
 # most DATABASE_POOL_SIZE at a time per worker: serving.py). An idle thread costs a little memory only.
 threads = 32
+# No max_requests: a worker lives as long as its master. Each worker that dies leaves its metric files, which
+# every scrape reads until the next start (about 1 ms each: docs/performance.md); workers replaced on a
+# schedule would make that grow without end.
 # Each response closes its connection: a front that keeps idle connections to an instance longer than
 # gunicorn does would now and then send a request on one gunicorn has just closed (a 502 for a POST).
 keepalive = 0
@@ -99,16 +102,6 @@ def post_worker_init(worker):
 
     deadline.install(load_config()["DATABASE_CLIENT_TIMEOUT"])
     mcp_http.prepare(worker.app.wsgi())  # the Flask app as loaded (worker.wsgi is serving.py's wrapper of it)
-
-
-def child_exit(server, worker):
-    """A dead worker's counts are merged into the kept files (its own files go; its live gauges with them)."""
-    from api import metrics
-
-    try:
-        metrics.merge_dead_process(worker.pid)
-    except Exception:  # an exception here would stop the master (Arbiter.reap_workers)
-        server.log.exception("could not merge the metrics of worker %s", worker.pid)
 
 
 def when_ready(server):
