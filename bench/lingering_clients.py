@@ -15,7 +15,6 @@ import argparse
 import os
 import socket
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -24,26 +23,10 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchkit import ROOT, bench_url  # noqa: E402
+from benchkit import bench_url, start_service  # noqa: E402
 
 WORKERS = {"serving.JsonErrorWorker": (18794, ()), "gthread": (18795, ("-k", "gthread"))}
 REQUEST = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
-
-
-def start(env, port, options):
-    """gunicorn with gunicorn.conf.py, one worker and `options` on 127.0.0.1:port, once /healthz answers."""
-    process = subprocess.Popen([str(Path(sys.executable).parent / "gunicorn"), "-c", "gunicorn.conf.py", "-w", "1",
-                                *options, "-b", f"127.0.0.1:{port}", "--log-level", "warning", "app:create_app()"],
-                               cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
-    for _ in range(150):
-        try:
-            if requests.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return process
-        except requests.RequestException:
-            pass
-        time.sleep(0.2)
-    process.kill()
-    raise SystemExit("gunicorn did not start")
 
 
 def linger(port):
@@ -84,7 +67,7 @@ def main():
     url, _server = bench_url(args.database)
     env = {**os.environ, "DATABASE_URL": url}
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)  # each instance makes its own (gunicorn.conf.py)
-    processes = {name: start(env, port, options) for name, (port, options) in WORKERS.items()}
+    processes = {name: start_service(env, port, 1, options) for name, (port, options) in WORKERS.items()}
     waits = {name: [] for name in WORKERS}
     try:
         for round_number in range(args.rounds):

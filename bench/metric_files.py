@@ -15,7 +15,6 @@ import os
 import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,28 +24,12 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchkit import RAISED_LIMITS, ROOT, acme_token, bench_url  # noqa: E402
+from benchkit import RAISED_LIMITS, acme_token, bench_url, start_service  # noqa: E402
 
 PORT = 18793
 DEAD = (0, 10, 100, 1000)
 # No process has a pid this high (Linux's pid_max is at most 2**22).
 FIRST_DEAD_PID = 2**23
-
-
-def start(env):
-    """The service with gunicorn.conf.py and one worker on 127.0.0.1:PORT, once /healthz answers."""
-    process = subprocess.Popen([str(Path(sys.executable).parent / "gunicorn"), "-c", "gunicorn.conf.py", "-w", "1",
-                                "-b", f"127.0.0.1:{PORT}", "--log-level", "warning", "app:create_app()"],
-                               cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
-    for _ in range(150):
-        try:
-            if requests.get(f"http://127.0.0.1:{PORT}/healthz", timeout=1).status_code == 200:
-                return process
-        except requests.RequestException:
-            pass
-        time.sleep(0.2)
-    process.kill()
-    raise SystemExit("gunicorn did not start")
 
 
 def serve_every_route(base, token):
@@ -86,7 +69,7 @@ def main():
     env = {**os.environ, "DATABASE_URL": url, "SHIPTRACK_RATE_LIMITS": RAISED_LIMITS,
            "PROMETHEUS_MULTIPROC_DIR": str(folder)}
     token = acme_token(env, "metric files")
-    process = start(env)
+    process = start_service(env, PORT, 1)
     base = f"http://127.0.0.1:{PORT}"
     timings = {count: [] for count in DEAD}
     try:
