@@ -4,10 +4,9 @@ Both entry points read settings here: `create_app` (the API, its CLI) and `pytho
 (which must not build the Flask application just to learn its configuration).
 """
 import copy
+import json
 import os
 from pathlib import Path
-
-from flask import Config
 
 # Settings are read from SHIPTRACK_<KEY> variables.
 ENV_PREFIX = "SHIPTRACK"
@@ -114,15 +113,30 @@ DEFAULTS = {
 def load_config(overrides=None, environment=True):
     """The settings: DEFAULTS, then $DATABASE_URL, then SHIPTRACK_<KEY> variables, then `overrides`.
 
-    Variables are read by Flask's `Config.from_prefixed_env`: JSON when the value parses, else the
-    string; `__` in a name sets a key of a nested dict (SHIPTRACK_RATE_LIMITS__per_token=100). As by
-    Flask's `from_mapping`, only upper-case keys of `overrides` are taken. With `environment=False`
-    no variable is read (tests that must not see the ones of the process running them).
+    Variables are read as Flask's `Config.from_prefixed_env` reads them, in name order: JSON when the
+    value parses, else the string; `__` in a name sets a key of a nested dict
+    (SHIPTRACK_RATE_LIMITS__per_token=100). As by Flask's `from_mapping`, only upper-case keys of
+    `overrides` are taken. With `environment=False` no variable is read (tests that must not see the
+    ones of the process running them). Written here, not taken from Flask: the delivery script reads
+    its settings here and imports no web framework.
     """
-    values = Config(Path(__file__).resolve().parent)
-    values.from_mapping(copy.deepcopy(DEFAULTS))  # a nested variable must not change the module's table
+    values = copy.deepcopy(DEFAULTS)  # a nested variable must not change the module's table
     if environment:
         values["DATABASE_URL"] = os.environ.get("DATABASE_URL") or None
-        values.from_prefixed_env(ENV_PREFIX)
-    values.from_mapping(overrides or {})
-    return dict(values)
+        for name in sorted(os.environ):
+            if name.startswith(f"{ENV_PREFIX}_"):
+                _set(values, name.removeprefix(f"{ENV_PREFIX}_"), os.environ[name])
+    values.update((key, value) for key, value in (overrides or {}).items() if key.isupper())
+    return values
+
+
+def _set(values, key, text):
+    """Set one variable's value: JSON when it parses, else the text; KEY__part sets `part` of the dict KEY."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = text
+    *parents, last = key.split("__")
+    for parent in parents:
+        values = values.setdefault(parent, {})
+    values[last] = value

@@ -4,9 +4,16 @@ Command-line options (--workers, --bind, logs) still override these; see docs/de
 """
 import atexit
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
+from urllib.parse import quote
+
+from gunicorn import glogging
+
+from config import load_config
+from logs import ENVIRON_REQUEST_ID, ENVIRON_ROUTE, ENVIRON_TOKEN_ID, RedactFilter, RequestIdFilter, make_formatter
 
 # gunicorn's threaded worker: each request is read whole, within serving.REQUEST_SECONDS, by one of a
 # worker's threads before the application runs it, so a slow client holds a thread for that long at most,
@@ -15,6 +22,9 @@ worker_class = "serving.JsonErrorWorker"
 # Threads per worker: enough for many slow clients at once beside the requests the application runs (at
 # most DATABASE_POOL_SIZE at a time per worker: serving.py). An idle thread costs a little memory only.
 threads = 32
+# No max_requests: a worker lives as long as its master. Each worker that dies leaves its metric files, which
+# every scrape reads until the next start (about 1 ms each: docs/performance.md); workers replaced on a
+# schedule would make that grow without end.
 # Each response closes its connection: a front that keeps idle connections to an instance longer than
 # gunicorn does would now and then send a request on one gunicorn has just closed (a 502 for a POST).
 keepalive = 0
@@ -41,9 +51,8 @@ limit_request_fields = 100
 forwarder_headers = ""
 
 # The access log, on by default: one line per request with its route, status, duration, request id and
-# token id (logs.GunicornLogger), in the LOG_FORMAT setting's format like every other line.
+# token id (GunicornLogger, at the end of this file), in the LOG_FORMAT setting's format like every other line.
 accesslog = "-"
-logger_class = "logs.GunicornLogger"
 
 
 # Metrics (api/metrics.py): every worker writes its counts to files in one folder that any worker's
@@ -90,7 +99,6 @@ def post_worker_init(worker):
     builds the MCP server before it serves (its first POST /mcp would wait seconds for it), and starts
     listening for changes to tokens (api/guard.py)."""
     from api import guard
-    from config import load_config
     from mcp_server import http as mcp_http
     from models import deadline
 
@@ -100,18 +108,80 @@ def post_worker_init(worker):
     guard.listen(flask_app)
 
 
-def child_exit(server, worker):
-    """A dead worker's counts are merged into the kept files (its own files go; its live gauges with them)."""
-    from api import metrics
-
-    try:
-        metrics.merge_dead_process(worker.pid)
-    except Exception:  # an exception here would stop the master (Arbiter.reap_workers)
-        server.log.exception("could not merge the metrics of worker %s", worker.pid)
-
-
 def when_ready(server):
     """Once per start, in the master: one line if the webhook secrets' key is missing or wrong (docs/secret-key.md)."""
     from delivery import secret_key
 
     secret_key.report_for_service()
+
+
+# What a URL path carries as it is (RFC 3986's pchar and "/"): any other character of a value taken from the
+# request (a space, a control, "%", a byte beyond ASCII) is percent-encoded in the text access line.
+URL_AS_IS = "/:@!$&'()*+,;=-._~"
+_WRITTEN_AS_IS = re.compile(f"[A-Za-z0-9{re.escape(URL_AS_IS)}]*")
+# The access fields a client chooses (the address too, through a trusted proxy's header); the others are the
+# service's own (a route is a URL rule, a probe's path or `unmatched`).
+FROM_REQUEST = frozenset({"remote_addr", "method", "path"})
+
+
+class GunicornLogger(glogging.Logger):
+    """gunicorn's logger in the service's format; the access line names route, request id and token id."""
+
+    def setup(self, cfg):
+        """gunicorn's handlers, then the service's formatter and filter on each of them."""
+        super().setup(cfg)
+        log_format = load_config()["LOG_FORMAT"]
+        for logger in (self.error_log, self.access_log):
+            for handler in logger.handlers:
+                # gunicorn's own text lines keep its format, which people and tools already read.
+                if log_format == "json":
+                    handler.setFormatter(make_formatter(log_format))
+                handler.addFilter(RequestIdFilter())
+                handler.addFilter(RedactFilter())
+
+    def access(self, resp, req, environ, request_time):
+        """One line per request: who, method, path, route, status, duration, request id, token id, bytes.
+
+        An access_log_format given to gunicorn (--access-logformat) is used as gunicorn uses it.
+        """
+        if self.cfg.access_log_format != self.cfg.settings["access_log_format"].default:
+            return super().access(resp, req, environ, request_time)
+        if not self.access_log_enabled:
+            return
+        fields = access_fields(resp, environ, request_time)
+        shown = {key: _text_value(value) if key in FROM_REQUEST else "-" if value is None else value
+                 for key, value in fields.items()}
+        text = " ".join(f"{key}={value}" for key, value in shown.items() if key not in FROM_REQUEST)
+        message = f"{shown['remote_addr']} {shown['method']} {shown['path']} {text}"
+        self.access_log.info(message, extra=fields)
+
+
+def access_fields(resp, environ, request_time):
+    """The access log's fields of one response (the token's id only: a token itself is never logged)."""
+    return {"remote_addr": environ.get("REMOTE_ADDR", "-"), "method": environ.get("REQUEST_METHOD"),
+            "path": environ.get("PATH_INFO"), "route": environ.get(ENVIRON_ROUTE),
+            "status": _status_code(resp), "duration_ms": round(request_time.total_seconds() * 1000, 2),
+            "request_id": environ.get(ENVIRON_REQUEST_ID), "token_id": environ.get(ENVIRON_TOKEN_ID),
+            "bytes": getattr(resp, "sent", None)}
+
+
+def _text_value(value):
+    """A field of the text access line: `-` for none, else percent-encoded beyond what a URL path holds as is."""
+    if value is None:
+        return "-"
+    if _WRITTEN_AS_IS.fullmatch(value):
+        return value
+    # WSGI strings are the request's bytes read as latin-1: encoded back, they are what the client sent.
+    return quote(value.encode("latin-1", "backslashreplace"), safe=URL_AS_IS)
+
+
+def _status_code(resp):
+    # gunicorn's own refusals (serving.py) set the status line without start_response's status_code.
+    code = getattr(resp, "status_code", None)
+    if code is None and resp.status:
+        code = int(str(resp.status).split()[0])
+    return code
+
+
+# Named here, below the class: this file is gunicorn's to read, not a module another can import.
+logger_class = GunicornLogger

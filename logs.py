@@ -1,18 +1,14 @@
 """Log lines as text or as one JSON object per line, each naming the id of the request it belongs to.
 
-configure_logging installs this for the API, its CLI and the delivery script; gunicorn.conf.py
-names `logs.GunicornLogger` so that gunicorn's own lines and its access log follow the same format.
+configure_logging installs this for the API, its CLI and the delivery script; gunicorn's logger
+(gunicorn.conf.py, GunicornLogger) puts the same formatter and filters on gunicorn's own lines and its access log.
 """
 import contextvars
 import logging
 import re
 import time
-from urllib.parse import quote
 
 import pythonjsonlogger.json
-from gunicorn import glogging
-
-from config import load_config
 
 # The X-Request-Id of the request this thread serves (api/observe.py sets it around each request).
 REQUEST_ID = contextvars.ContextVar("request_id", default=None)
@@ -34,13 +30,6 @@ REFUSED_BYTES = re.compile(
 REDACTED_BYTES = r"\1\2[not shown]"
 # C0, DEL and C1 controls: a newline forges a line, ESC drives a terminal, NUL makes grep call a log binary.
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-# What a URL path carries as it is (RFC 3986's pchar and "/"): any other character of a value taken from the
-# request (a space, a control, "%", a byte beyond ASCII) is percent-encoded in the text access line.
-URL_AS_IS = "/:@!$&'()*+,;=-._~"
-_WRITTEN_AS_IS = re.compile(f"[A-Za-z0-9{re.escape(URL_AS_IS)}]*")
-# The access fields a client chooses (the address too, through a trusted proxy's header); the others are the
-# service's own (a route is a URL rule, a probe's path or `unmatched`).
-FROM_REQUEST = frozenset({"remote_addr", "method", "path"})
 FORMATS = ("text", "json")
 # LogRecord's own attributes; anything else on a record came through `extra` and is a field of its own.
 _RECORD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
@@ -151,62 +140,3 @@ def make_handler(log_format, stream=None):
     handler.addFilter(RequestIdFilter())
     handler.addFilter(RedactFilter())
     return handler
-
-
-class GunicornLogger(glogging.Logger):
-    """gunicorn's logger in the service's format; the access line names route, request id and token id."""
-
-    def setup(self, cfg):
-        """gunicorn's handlers, then the service's formatter and filter on each of them."""
-        super().setup(cfg)
-        log_format = load_config()["LOG_FORMAT"]
-        for logger in (self.error_log, self.access_log):
-            for handler in logger.handlers:
-                # gunicorn's own text lines keep its format, which people and tools already read.
-                if log_format == "json":
-                    handler.setFormatter(make_formatter(log_format))
-                handler.addFilter(RequestIdFilter())
-                handler.addFilter(RedactFilter())
-
-    def access(self, resp, req, environ, request_time):
-        """One line per request: who, method, path, route, status, duration, request id, token id, bytes.
-
-        An access_log_format given to gunicorn (--access-logformat) is used as gunicorn uses it.
-        """
-        if self.cfg.access_log_format != self.cfg.settings["access_log_format"].default:
-            return super().access(resp, req, environ, request_time)
-        if not self.access_log_enabled:
-            return
-        fields = access_fields(resp, environ, request_time)
-        shown = {key: _text_value(value) if key in FROM_REQUEST else "-" if value is None else value
-                 for key, value in fields.items()}
-        text = " ".join(f"{key}={value}" for key, value in shown.items() if key not in FROM_REQUEST)
-        message = f"{shown['remote_addr']} {shown['method']} {shown['path']} {text}"
-        self.access_log.info(message, extra=fields)
-
-
-def access_fields(resp, environ, request_time):
-    """The access log's fields of one response (the token's id only: a token itself is never logged)."""
-    return {"remote_addr": environ.get("REMOTE_ADDR", "-"), "method": environ.get("REQUEST_METHOD"),
-            "path": environ.get("PATH_INFO"), "route": environ.get(ENVIRON_ROUTE),
-            "status": _status_code(resp), "duration_ms": round(request_time.total_seconds() * 1000, 2),
-            "request_id": environ.get(ENVIRON_REQUEST_ID), "token_id": environ.get(ENVIRON_TOKEN_ID),
-            "bytes": getattr(resp, "sent", None)}
-
-
-def _text_value(value):
-    """A field of the text access line: `-` for none, else percent-encoded beyond what a URL path holds as is."""
-    if value is None:
-        return "-"
-    if _WRITTEN_AS_IS.fullmatch(value):
-        return value
-    # WSGI strings are the request's bytes read as latin-1: encoded back, they are what the client sent.
-    return quote(value.encode("latin-1", "backslashreplace"), safe=URL_AS_IS)
-
-
-def _status_code(resp):
-    # gunicorn's own refusals (serving.py) set the status line without start_response's status_code.
-    code = getattr(resp, "status_code", None)
-    if code is None and resp.status:
-        code = int(str(resp.status).split()[0])
-    return code

@@ -2,6 +2,8 @@
 and write each response within a deadline of its own, after the request has left its place in the application.
 
 Requests gunicorn refuses itself are answered with the API's JSON error body (docs/decisions.md, "HTTP edges").
+What this takes from gunicorn beyond its settings and hooks (gthread's methods, nr_conns, a request's
+_expected_100_continue, ...) is named in tests/unit/test_gunicorn_names.py, which an upgrade that moves one fails.
 """
 import io
 import json

@@ -5,10 +5,10 @@ from api.apidoc import get_route
 from api.context import get_conn, principal
 from api.params import parse_query
 from api.responses import listing
-from api.schemas.alerts import MonitoringAlertSchema
 from api.schemas.queries import AlertListQuerySchema
 from api.schemas.common import list_schema
 from models import alerts
+from rendering.schemas.alerts import MonitoringAlertSchema
 
 bp = Blueprint("alerts", __name__)
 

@@ -5,8 +5,8 @@ import re
 from dataclasses import dataclass, field
 
 from api.context import read_again_if_lost
-from api.ids import PREFIXES, id_pattern
 from api.observe import HEADER as REQUEST_ID_HEADER
+from rendering.ids import PREFIXES, id_pattern
 
 # A werkzeug rule variable: `<name>` or `<converter:name>` (converter arguments allowed).
 _VARIABLE = re.compile(r"<(?:([A-Za-z_][A-Za-z0-9_]*)(?:\([^)]*\))?:)?([A-Za-z_][A-Za-z0-9_]*)>")
@@ -87,7 +87,7 @@ def path_parameters(rule):
         noun = name.removesuffix("_id")
         # Ids are strings with a prefix; a typed converter would answer 404 in werkzeug's words, not ours.
         if converter not in ("", "default", "string") or noun == name or noun not in PREFIXES:
-            raise ValueError(f"{rule}: path variable {name!r} is not `<noun>_id` for a noun of api.ids.PREFIXES")
+            raise ValueError(f"{rule}: path variable {name!r} is not `<noun>_id` for a noun of rendering.ids.PREFIXES")
         prefix = PREFIXES[noun]
         parameters.append({"in": "path", "name": name, "required": True,
                            "schema": {"type": "string", "pattern": id_pattern(prefix)},

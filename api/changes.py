@@ -1,16 +1,17 @@
 """GET /changes: the change feed a mirror polls (docs/sync.md)."""
 from flask import Blueprint
 
-from api import responses, shipment_renderings
+from api import responses
 from api.apidoc import get_route
 from api.context import get_conn, principal, version
 from api.errors import InvalidParameter
 from api.params import ChangeCursor, parse_query
-from api.schemas.changes import ChangeListSchema
-from api.schemas.present import dumps, present
 from api.schemas.queries import ChangeListQuerySchema
-from api.schemas.shipments import DeletedShipmentSchema
 from models import changes, db
+from rendering import shipment_renderings
+from rendering.present import dumps, present
+from rendering.schemas.changes import ChangeListSchema
+from rendering.schemas.shipments import DeletedShipmentSchema
 
 bp = Blueprint("changes", __name__)
 

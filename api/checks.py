@@ -5,10 +5,10 @@ from api.apidoc import get_route
 from api.context import get_conn, principal
 from api.params import parse_query
 from api.responses import listing
-from api.schemas.checks import ShipmentCheckSchema
 from api.schemas.queries import CheckListQuerySchema
 from api.schemas.common import list_schema
 from models import checks
+from rendering.schemas.checks import ShipmentCheckSchema
 
 bp = Blueprint("checks", __name__)
 

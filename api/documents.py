@@ -12,8 +12,8 @@ from api.conditional import row_etag
 from api.context import get_conn, principal
 from api.responses import listing, missing, path_id, resource
 from api.schemas.common import list_schema
-from api.schemas.documents import DocumentDataSchema, DocumentSchema, PackingListFieldsSchema
 from models import documents
+from rendering.schemas.documents import DocumentDataSchema, DocumentSchema, PackingListFieldsSchema
 
 bp = Blueprint("documents", __name__)
 

@@ -12,9 +12,9 @@ from api.apidoc import get_route
 from api.context import get_conn, principal, version
 from api.responses import missing, path_id, resource, stored_list
 from api.schemas.common import list_schema
-from api.schemas.free_time import FreeTimeSummarySchema
-from api.schemas.present import dumps, present
 from models import free_time, free_time_queries
+from rendering.present import dumps, present
+from rendering.schemas.free_time import FreeTimeSummarySchema
 
 bp = Blueprint("free_time", __name__)
 

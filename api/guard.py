@@ -10,11 +10,11 @@ from datetime import datetime, timezone
 
 from flask import current_app, g, request
 
-from api import versions
 from api.context import database, first_statements, get_conn
 from api.errors import (InvalidParameter, InvalidToken, InvalidVersion, MissingToken, RateLimited, RequestTooLarge,
                         anonymous_limit_message, not_modified_message)
 from models import breaker, db, deadline, organizations, principals, rate_limits, tokens
+from rendering import versions
 
 # Endpoints that need no token (they still count toward the per-IP limit without a token).
 PUBLIC_ENDPOINTS = {"openapi.get_openapi_document", "docs_page.get_docs_page", "docs_page.get_docs_asset"}

@@ -2,24 +2,20 @@
 from the database when scraped.
 
 Under gunicorn every worker writes its counts to files in PROMETHEUS_MULTIPROC_DIR (gunicorn.conf.py
-makes and cleans it) and a scrape of any worker sums them all: prometheus_client's multiprocess mode.
-A dead worker's files are merged into one kept file per type (merge_dead_process, from gunicorn's
-master), so that a scrape reads as many files after a thousand worker deaths as before the first.
-Without it (the Flask test client, `flask run`) the counts are this process's own.
+makes it and empties it at start) and a scrape of any worker sums them all: prometheus_client's
+multiprocess mode. A worker that dies leaves its files, still summed: its counts are kept until the
+next start. No gauge lives in those files (the gauges are read from the database when scraped), so nothing
+of a dead worker's is to be removed. Without it (the Flask test client, `flask run`) the counts are this
+process's own.
 """
-import fcntl
-import glob
 import logging
 import os
-from collections import defaultdict
-from contextlib import contextmanager
 
 from prometheus_client import values
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client import REGISTRY as PROCESS_REGISTRY
 from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.mmap_dict import MmapedDict
-from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
+from prometheus_client.multiprocess import MultiProcessCollector
 
 from models import db, monitoring
 
@@ -126,64 +122,6 @@ class DatabaseGauges:
             db.checkin(self.database, conn, broken=broken)
 
 
-# The file types whose samples add up across processes (a histogram's file holds each bucket's own count,
-# not the running total, and its sum). Gauges are not: a dead worker's live gauges go (mark_process_dead).
-ADDITIVE_TYPES = ("counter", "histogram", "summary")
-# `<type>_merged.db` holds the counts of every worker merged so far; prometheus_client reads it as it reads
-# `<type>_<pid>.db` (only the type before the first "_" matters to it).
-MERGED = "merged"
-# Scrapes read the folder under a shared lock and a merge writes under an exclusive one, so a scrape never
-# sees a dead worker's counts twice (merged and still in its file) or not at all. An flock goes with its
-# holder: a worker killed while reading does not keep the master waiting.
-LOCK_FILE = "merge.lock"
-
-
-@contextmanager
-def _locked(folder, operation):
-    with open(os.path.join(folder, LOCK_FILE), "a") as lock:
-        fcntl.flock(lock, operation)
-        yield
-
-
-def merge_dead_process(pid, folder=None):
-    """Add a dead process's counters and histograms to the merged files and remove them; its live gauges go too."""
-    folder = folder or os.environ["PROMETHEUS_MULTIPROC_DIR"]
-    with _locked(folder, fcntl.LOCK_EX):
-        for kind in ADDITIVE_TYPES:
-            dead = os.path.join(folder, f"{kind}_{pid}.db")
-            if not os.path.exists(dead):
-                continue
-            merged = os.path.join(folder, f"{kind}_{MERGED}.db")
-            totals = defaultdict(float)
-            for path in (merged, dead):
-                if os.path.exists(path):
-                    for key, value, _timestamp, _position in MmapedDict.read_all_values_from_file(path):
-                        totals[key] += value
-            # Written aside and renamed: a master stopped halfway leaves the merged file whole.
-            partial = f"{merged}.partial"
-            if os.path.exists(partial):
-                os.unlink(partial)
-            written = MmapedDict(partial)
-            for key, value in totals.items():
-                written.write_value(key, value, 0.0)
-            written.close()
-            os.replace(partial, merged)
-            os.unlink(dead)
-    mark_process_dead(pid, folder)
-
-
-class _Files:
-    """Every process's counts from the multiprocess folder, read under the merge's lock."""
-
-    def __init__(self, folder):
-        self.folder = folder
-
-    def collect(self):
-        """The sums of every file in the folder."""
-        with _locked(self.folder, fcntl.LOCK_SH):
-            return MultiProcessCollector.merge(glob.glob(os.path.join(self.folder, "*.db")))
-
-
 class _Process:
     """This process's own metrics, when not in multiprocess mode."""
 
@@ -196,7 +134,7 @@ def exposition(database, timeout_seconds):
     """The text exposition of every metric: every worker's counts and the database gauges, read now."""
     registry = CollectorRegistry()
     if MULTIPROCESS:
-        registry.register(_Files(os.environ["PROMETHEUS_MULTIPROC_DIR"]))
+        MultiProcessCollector(registry, os.environ["PROMETHEUS_MULTIPROC_DIR"])
     else:
         registry.register(_Process())
     registry.register(DatabaseGauges(database, timeout_seconds))

@@ -12,9 +12,9 @@ from http import HTTPStatus
 from flask import g, request
 
 from api import metrics
-from api.ids import PREFIXES, format_id
 from api.probes import Probes
 from logs import ENVIRON_REQUEST_ID, ENVIRON_ROUTE, ENVIRON_TOKEN_ID, REQUEST_ID
+from rendering.ids import PREFIXES, format_id
 
 HEADER = "X-Request-Id"
 # What a client's id may be: enough for a UUID, a trace id or a proxy's id, nothing that could split

@@ -6,13 +6,14 @@ from apispec import APISpec
 from apispec.ext.marshmallow import MarshmallowPlugin
 from flask import Blueprint, Response, current_app
 
-from api import observe, versions
+from api import observe
 from api.apidoc import get_route, openapi_path, operation, view_doc
 from api.errors import REALM
 from api.params import parameter_attributes
 from api.schemas.common import ErrorSchema
-from api.schemas.fields import OneOf
 from api.webhook_description import SCHEMAS as WEBHOOK_SCHEMAS, SIGNATURE_SCHEME, WEBHOOKS, WEBHOOKS_TAG
+from rendering import versions
+from rendering.schemas.fields import OneOf
 
 bp = Blueprint("openapi", __name__)
 

@@ -4,7 +4,7 @@ from flask import Blueprint
 from api.apidoc import get_route
 from api.context import principal
 from api.responses import resource
-from api.schemas.organization import OrganizationSchema
+from rendering.schemas.organization import OrganizationSchema
 
 bp = Blueprint("organization", __name__)
 

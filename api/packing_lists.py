@@ -1,13 +1,13 @@
 """GET /shipments/{shipment_id}/packing_lists."""
 from flask import Blueprint
 
-from api import shipment_renderings
 from api.apidoc import get_route
 from api.conditional import stored_etag
 from api.context import get_conn, principal, version
 from api.responses import missing, path_id, stored_bytes
 from api.schemas.common import list_schema
-from api.schemas.packing_lists import PackingListSchema
+from rendering import shipment_renderings
+from rendering.schemas.packing_lists import PackingListSchema
 
 bp = Blueprint("packing_lists", __name__)
 

@@ -10,7 +10,7 @@ from flask import request
 from marshmallow import EXCLUDE, Schema, ValidationError, fields
 
 from api.errors import InvalidParameter
-from api.ids import CHANGE_CURSOR_PATTERN, id_pattern, parse_id
+from rendering.ids import CHANGE_CURSOR_PATTERN, id_pattern, parse_id
 
 _DIGITS = re.compile(r"[0-9]{1,3}", re.ASCII)
 # Only real calendar days of years 0001 to 9999 (29 February in leap years), hours 00-23, minutes

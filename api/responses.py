@@ -3,8 +3,8 @@ from flask import Response, current_app, jsonify
 
 from api.context import version
 from api.errors import ResourceMissing
-from api.ids import parse_id
-from api.schemas.present import list_text, present
+from rendering.ids import parse_id
+from rendering.present import list_text, present
 
 
 def resource(kind, schema_class, obj):

@@ -1,16 +1,16 @@
 """GET /shipments and GET /shipments/{shipment_id}: stored renderings served as bytes, made on a miss."""
 from flask import Blueprint
 
-from api import shipment_renderings
+from rendering import shipment_renderings
 from api.apidoc import get_route
 from api.conditional import stored_etag
 from api.context import get_conn, principal, version
 from api.params import parse_query
 from api.responses import missing, path_id, stored_bytes
 from api.schemas.common import list_schema
-from api.schemas.present import list_bytes
+from rendering.present import list_bytes
 from api.schemas.queries import ShipmentListQuerySchema
-from api.schemas.shipments import ShipmentSchema
+from rendering.schemas.shipments import ShipmentSchema
 from models import shipments
 
 bp = Blueprint("shipments", __name__)

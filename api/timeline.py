@@ -4,8 +4,8 @@ from flask import Blueprint
 from api.apidoc import get_route
 from api.context import get_conn, principal
 from api.responses import missing, path_id, resource
-from api.schemas.timeline import TimelineSchema
 from models import timeline
+from rendering.schemas.timeline import TimelineSchema
 
 bp = Blueprint("timeline", __name__)
 

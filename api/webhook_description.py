@@ -1,6 +1,6 @@
 """The OpenAPI 3.1 `webhooks` section: one entry per event type, with the body and signature headers."""
-from api.ids import PREFIXES, id_pattern
 from models.webhooks import CHECK_RESULT_KEYS, CHECK_SUMMARY_KEYS, EVENT_TYPES
+from rendering.ids import PREFIXES, id_pattern
 
 _REF = "#/components/schemas/{}"
 WEBHOOKS_TAG = {"name": "Webhooks", "description": "Signed HTTPS POST requests the service sends to the endpoints "

@@ -93,8 +93,8 @@ def split(url, count):
     from datetime import datetime, timezone
 
     from api import free_time as free_time_api
-    from api.schemas.free_time import FreeTimeSummarySchema
-    from api.schemas.present import dumps, present
+    from rendering.schemas.free_time import FreeTimeSummarySchema
+    from rendering.present import dumps, present
     from models import db, free_time, free_time_queries
 
     conn = db.connect(url)

@@ -113,6 +113,23 @@ def start_gunicorn(env, port, workers, target="app:create_app()", cwd=ROOT, prob
     raise SystemExit("gunicorn did not start")
 
 
+def start_service(env, port, workers, options=()):
+    """The service under the project's gunicorn.conf.py on 127.0.0.1:port, the access log to /dev/null, with
+    gunicorn's `options` (a worker class, say); returns the master once /healthz answers."""
+    process = subprocess.Popen([str(Path(sys.executable).parent / "gunicorn"), "-c", "gunicorn.conf.py", "-w",
+                                str(workers), *options, "-b", f"127.0.0.1:{port}", "--log-level", "warning",
+                                "app:create_app()"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
+    for _ in range(150):
+        try:
+            if requests.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                return process
+        except requests.RequestException:
+            pass
+        time.sleep(0.2)
+    process.kill()
+    raise SystemExit("gunicorn did not start")
+
+
 def percentile(values, fraction):
     """The value at `fraction` of the sorted values (nearest rank)."""
     ordered = sorted(values)

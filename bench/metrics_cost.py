@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -27,7 +26,7 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchkit import RAISED_LIMITS, ROOT, acme_token, bench_url, seed  # noqa: E402
+from benchkit import RAISED_LIMITS, acme_token, bench_url, seed, start_service  # noqa: E402
 
 PORTS = {"on": 18791, "off": 18792}
 
@@ -47,22 +46,6 @@ def has_demo(url):
             return cur.fetchone()[0] == 1
     finally:
         conn.close()
-
-
-def start(env, port):
-    """The service with gunicorn.conf.py on 127.0.0.1:port, once /healthz answers."""
-    process = subprocess.Popen([str(Path(sys.executable).parent / "gunicorn"), "-c", "gunicorn.conf.py", "-w", "2",
-                                "-b", f"127.0.0.1:{port}", "--log-level", "warning", "app:create_app()"],
-                               cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
-    for _ in range(150):
-        try:
-            if requests.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return process
-        except requests.RequestException:
-            pass
-        time.sleep(0.2)
-    process.kill()
-    raise SystemExit("gunicorn did not start")
 
 
 def alternate(targets, headers, clients, seconds):
@@ -107,7 +90,7 @@ def main():
         seed(server, env, args.shipments, database=args.database)
     token = acme_token(env, "metrics cost")
     enabled = {"on": not args.control, "off": False}
-    processes = {name: start({**env, "SHIPTRACK_METRICS_ENABLED": json.dumps(enabled[name])}, port)
+    processes = {name: start_service({**env, "SHIPTRACK_METRICS_ENABLED": json.dumps(enabled[name])}, port, 2)
                  for name, port in PORTS.items()}
     headers = {"Authorization": f"Bearer {token}"}
     targets = {name: f"http://127.0.0.1:{port}/shipments?limit=100" for name, port in PORTS.items()}

@@ -5,8 +5,8 @@ from datetime import datetime, timezone
 import click
 from flask import current_app
 
-from api.ids import parse_id
 from models import db, deadline, organizations
+from rendering.ids import parse_id
 
 
 @contextmanager

@@ -2,10 +2,10 @@
 import click
 from flask.cli import AppGroup
 
-from api import versions
-from api.ids import PREFIXES, format_id
 from cli.common import print_table, require_member, require_organization, transaction, with_article
 from models import organizations
+from rendering import versions
+from rendering.ids import PREFIXES, format_id
 
 orgs_cli = AppGroup("orgs", help="Organizations.")
 members_cli = AppGroup("members", help="Members of an organization and their roles.")

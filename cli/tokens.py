@@ -2,9 +2,9 @@
 import click
 from flask.cli import AppGroup
 
-from api.ids import PREFIXES, format_id
 from cli.common import print_table, require_id, require_member, require_organization, transaction
 from models import tokens
+from rendering.ids import PREFIXES, format_id
 
 tokens_cli = AppGroup("tokens", help="API tokens.")
 

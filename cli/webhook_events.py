@@ -1,12 +1,12 @@
 """`flask webhooks render-failures` and `retry-render`: events the serialiser could not render, and rendering them again."""
 import click
 
-from api.ids import PREFIXES, format_id
 from cli.common import format_when, print_table, require_id, require_member, require_organization, transaction
 from cli.webhooks import EVENT, MANAGERS, actor_option, webhooks_cli
 from delivery.sender import utcnow
 from delivery.outbox import RENDER_BATCH, render_pending
 from models import events, organizations
+from rendering.ids import PREFIXES, format_id
 
 
 @webhooks_cli.command("render-failures")

@@ -5,7 +5,6 @@ import click
 from flask import current_app
 from flask.cli import AppGroup
 
-from api.ids import PREFIXES, format_id
 from cli.common import (cut, format_when, parse_since, print_table, require_id, require_member, require_organization,
                         transaction)
 from cli.secrets import secret_keys
@@ -14,6 +13,7 @@ from delivery.sender import send_delivery, utcnow
 from delivery.outbox import render_pending
 from delivery.settings import Settings
 from models import events, organizations, webhook_deliveries, webhooks
+from rendering.ids import PREFIXES, format_id
 
 webhooks_cli = AppGroup("webhooks", help="Webhook endpoints: add, list, secrets, enable/disable, test, resend, "
                                          "recover; events that could not be rendered.")

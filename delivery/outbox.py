@@ -1,21 +1,20 @@
 """The outbox's first step: render waiting events once and fan them out to the subscribed endpoints.
 
-Event bodies: data.object rendered once by the API's own serialisers at the organization's version
+Event bodies: data.object rendered once by the API's own schemas (rendering/) at the organization's version
 (`Renderer`). Used by the delivery loop (delivery/worker.py) and by `flask webhooks test` / `resend` /
 `retry-render`, which render the events they need in their own transaction.
 """
 import json
 import logging
 
-
-from api import shipment_renderings, versions
-from api.ids import PREFIXES, format_id
-from api.schemas.alerts import MonitoringAlertSchema
-from api.schemas.fields import UtcDateTime
-from api.schemas.present import dumps, present
-from api.schemas.shipments import ShipmentSchema
 from models import alerts, db, events, shipments
 from models.webhooks import CHECK_RESULT_KEYS, CHECK_SUMMARY_KEYS
+from rendering import shipment_renderings, versions
+from rendering.ids import PREFIXES, format_id
+from rendering.present import dumps, present
+from rendering.schemas.alerts import MonitoringAlertSchema
+from rendering.schemas.fields import utc_timestamp
+from rendering.schemas.shipments import ShipmentSchema
 
 log = logging.getLogger("delivery")
 
@@ -56,7 +55,6 @@ def render_pending(conn, now, limit=RENDER_BATCH, event_ids=None):
     return len(claimed)
 
 
-_timestamp = UtcDateTime()._serialize
 # Events whose data.object is not a shipment.
 _NOT_SHIPMENTS = ("alert.created", "webhook.test")
 
@@ -130,7 +128,7 @@ class Renderer:
 def envelope(event_id, event_type, created_at, version, data):
     """The event body's top level."""
     return {"id": format_id(PREFIXES["webhook_event"], event_id), "type": event_type,
-            "created_at": _timestamp(created_at, None, None), "api_version": version, "data": data}
+            "created_at": utc_timestamp(created_at), "api_version": version, "data": data}
 
 
 def test_object(endpoint_id):

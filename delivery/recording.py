@@ -6,9 +6,9 @@ import smtplib
 from datetime import timedelta
 from email.message import EmailMessage
 
-from api.ids import PREFIXES, format_id
 from delivery.secret_key import NOT_SENT
 from models import db, endpoint_health, webhook_deliveries, webhooks
+from rendering.ids import PREFIXES, format_id
 
 log = logging.getLogger("delivery")
 

@@ -16,6 +16,7 @@ from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from models import db, endpoint_secrets
 from models.db import EMBEDDED_DATA_DIR, EMBEDDED_DATABASE
 from models.embedded import EMBEDDED_DATABASE_VARIABLE
+from rendering.ids import PREFIXES, format_id
 
 ENCRYPTED_PREFIX = "fernet:"
 # The embedded database's key lives beside its data, so a checkout encrypts with no step of its own.
@@ -208,8 +209,6 @@ def survey(conn, keys):
     if unopened and len(unopened) == len(stored["ids"]):
         raise SecretKeyError(WRONG)
     if unopened:
-        from api.ids import PREFIXES, format_id  # here: the benches import this module, and bench/api.py is `api`
-
         named = ", ".join(format_id(PREFIXES["webhook_endpoint"], id_) for id_ in unopened[:UNOPENED_NAMED])
         more = len(unopened) - UNOPENED_NAMED
         return logging.ERROR, UNOPENED.format(ids=named + (f" and {more} more" if more > 0 else ""))

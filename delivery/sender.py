@@ -33,10 +33,10 @@ import urllib3
 from prometheus_client import Counter, Histogram, start_http_server
 from urllib3.util import SKIP_HEADER
 
-from api.ids import PREFIXES, format_id
 from delivery import signing, ssrf, transport
 from delivery.secret_key import UNUSABLE
 from models.webhook_deliveries import ClaimedDelivery
+from rendering.ids import PREFIXES, format_id
 
 log = logging.getLogger("delivery")
 

@@ -10,7 +10,7 @@ from models.db import group_rows
 # when it is current: rendered at this version, by this code (`renderer`, a digest of what shapes a
 # shipment), at the shipment's revision. The freshness check is in the statement that reads, so a stale
 # rendering is never returned. page_digests reads the same page without the renderings, only their MD5s:
-# the process keeps the renderings it has read (api/shipment_renderings.py).
+# the process keeps the renderings it has read (rendering/shipment_renderings.py).
 _PAGE_READ = """
   FROM shipment_page(organization_id => %(organization_id)s, page_size => %(limit)s,
                      shipment_id => %(shipment_id)s::bigint, shipment_ids => %(shipment_ids)s::bigint[],

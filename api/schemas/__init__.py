@@ -1,1 +1,1 @@
-"""Marshmallow schemas: each resource of the spec, dumped by the API and described in /openapi.json."""
+"""Marshmallow schemas of the API alone: the query parameters it reads, its error body and list envelope."""

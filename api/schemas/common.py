@@ -1,7 +1,7 @@
 """The error body and the list envelope."""
 from marshmallow import Schema, fields
 
-from api.schemas.fields import doc, enum
+from rendering.schemas.fields import doc, enum
 
 
 class ErrorDetailSchema(Schema):

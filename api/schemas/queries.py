@@ -3,9 +3,9 @@ from marshmallow import fields
 
 from api.params import (MAX_VALUE_LENGTH, OPTIONAL, ChangeCursor, Choice, CommaSeparated, IdList, Limit,
                         PrefixedId, QuerySchema, TimeParam)
-from api.schemas.checks import CHECK_STATUSES, DEFAULT_CHECK_STATUSES
-from api.schemas.fields import doc
 from models.webhooks import EVENT_TYPES
+from rendering.schemas.checks import CHECK_STATUSES, DEFAULT_CHECK_STATUSES
+from rendering.schemas.fields import doc
 
 SHIPMENT_FILTER_STATUSES = ("draft", "validated", "in_transit", "arrived", "in_warehouse")
 

@@ -161,7 +161,7 @@ def test_get_alert_matches_the_listed_object(conn, client, org):
     shipment = make_shipment(conn, org["id"], reference="S-1")
     alert = make_alert(conn, org["id"], shipment)
     internal = make_alert(conn, org["id"], shipment, key="internal_probe")
-    from api.schemas.alerts import MonitoringAlertSchema
+    from rendering.schemas.alerts import MonitoringAlertSchema
 
     dumped = MonitoringAlertSchema().dump(alerts_model.get_alert(conn, org["id"], alert))
     assert dumped == client.get("/alerts", headers=auth(org["token"])).json["data"][0]

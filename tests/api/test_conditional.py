@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from api import versions
+from rendering import versions
 from tests.support.apps import make_app
 from tests.support.factories import auth, insert, make_org, make_shipment, make_token
 from tests.support.windows import within_one_window

@@ -239,7 +239,7 @@ def test_openapi_describes_the_read_endpoints(client):
 
 def test_openapi_properties_are_the_serialised_fields(client):
     """Every described object lists exactly the keys its schema dumps (they are one definition)."""
-    from api.schemas import alerts, checks, documents, packing_lists, timeline
+    from rendering.schemas import alerts, checks, documents, packing_lists, timeline
 
     components = client.get("/openapi.json").json["components"]["schemas"]
     for schema in (alerts.MonitoringAlertSchema, checks.ShipmentCheckSchema, documents.DocumentSchema,

@@ -12,9 +12,9 @@ import pytest
 from cachetools import LRUCache
 
 from api import free_time as free_time_api
-from api.schemas.free_time import FreeTimeSummarySchema
-from api.schemas.present import dumps, present
 from models import db, free_time, free_time_queries
+from rendering.present import dumps, present
+from rendering.schemas.free_time import FreeTimeSummarySchema
 from tests.support import ROOT
 from tests.support.factories import auth, insert, make_container, make_org, make_shipment, make_token
 from tests.support.free_time import list_at_risk

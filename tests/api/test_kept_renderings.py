@@ -1,7 +1,7 @@
 """Renderings a worker keeps: a page named by its stored MD5s is joined from memory, never stale, in one statement."""
 import pytest
 
-from api import shipment_renderings
+from rendering import shipment_renderings
 from tests.support.counting import statement_counts
 from tests.support.factories import auth, make_container, make_org, make_shipment, make_token
 

@@ -1,6 +1,6 @@
 """The guard decides every request before its view, and the page is the view's one statement: what refuses a
 request comes first, and a warm process's guard asks the database nothing."""
-from api import versions
+from rendering import versions
 from tests.support.apps import warmed, with_limits
 from tests.support.counting import guard_statement_counts, statement_counts
 from tests.support.factories import auth, make_org, make_shipment, make_token

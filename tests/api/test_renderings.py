@@ -3,11 +3,11 @@ import random
 
 import pytest
 
-from api import shipment_renderings
-from api.schemas.present import dumps, present
-from api.schemas.shipments import ShipmentSchema
-from api.versions import LATEST
 from models import packing_lists, shipments
+from rendering import shipment_renderings
+from rendering.present import dumps, present
+from rendering.schemas.shipments import ShipmentSchema
+from rendering.versions import LATEST
 from tests.support.apps import NO_RATE_LIMITS, make_app
 from tests.support.counting import statement_counts
 from tests.support.factories import auth, insert, make_container, make_label, make_org, make_shipment, make_token

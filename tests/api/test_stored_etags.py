@@ -2,8 +2,8 @@
 import hashlib
 import json
 
-from api import versions
 from api.conditional import body_etag, stored_etag
+from rendering import versions
 from tests.support.factories import auth, insert, make_org, make_shipment, make_token
 
 

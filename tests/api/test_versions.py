@@ -1,7 +1,7 @@
 """Service-Version: request header validation, pinning, and exactly when the response header is sent."""
 import pytest
 
-from api import versions
+from rendering import versions
 from tests.support.apps import once_seen
 from tests.support.factories import auth, make_org, make_shipment, make_token
 

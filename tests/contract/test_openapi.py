@@ -9,9 +9,9 @@ import pytest
 from openapi_spec_validator import validate
 
 from api import guard
-from api.ids import PREFIXES, id_pattern
 from api.openapi import UndocumentedView, build_spec
 
+from rendering.ids import PREFIXES, id_pattern
 from tests.support import ROOT
 from tests.support.apps import with_limits
 from tests.support.factories import auth, make_container, make_label, make_org, make_shipment, make_token

@@ -12,11 +12,11 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 import logs
-from api.ids import PREFIXES, format_id
 from delivery import sender
 from delivery.outbox import render_pending
 from delivery.sender import Result
 from delivery.sender import Outcome
+from rendering.ids import PREFIXES, format_id
 from tests.support import ROOT
 from tests.support.factories import make_org, make_shipment
 from tests.support.processes import free_port, wait_for

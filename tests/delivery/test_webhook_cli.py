@@ -5,8 +5,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import standardwebhooks
 
-from api import versions
 from cli import webhooks as webhook_commands
+from rendering import versions
 from tests.support.factories import make_org, make_shipment
 from tests.support.webhooks import event_bodies, run_pass
 

@@ -295,7 +295,8 @@ def test_a_wrong_token_is_an_mcp_error_in_the_apis_words(kind, served, demo_data
 
 @pytest.fixture
 def limited_token(demo_database):
-    """A token of acme's owner whose count starts at zero; deleted afterwards (the demo data has no token of its own)."""
+    """A token of acme's owner whose count starts at zero; deleted afterwards (the session shares the demo
+    database, whose tokens tests/tools/test_demo.py counts)."""
     conn = db.connect(demo_database.url)
     conn.autocommit = True
     try:
@@ -304,7 +305,7 @@ def limited_token(demo_database):
         value, row = tokens.create_token(conn, organization_id, user_id, "mcp limit test", "never")
         yield value
         with conn.cursor() as cur:
-            cur.execute("DELETE FROM tokens WHERE id = %s", (row["id"],))
+            cur.execute("DELETE FROM tokens WHERE id = %(id)s", {"id": row["id"]})
     finally:
         conn.close()
 

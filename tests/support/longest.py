@@ -2,8 +2,8 @@
 import re
 from urllib.parse import quote
 
-from api.ids import CHANGE_CURSOR_PATTERN
 from api.params import TIME_PATTERN
+from rendering.ids import CHANGE_CURSOR_PATTERN
 
 LONGEST_TIME = "9999-12-31T23:59:59.999999+23:59"
 LONGEST_CURSOR = f"{2 ** 64 - 1}.{2 ** 63 - 1}"

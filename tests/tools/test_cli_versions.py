@@ -1,7 +1,7 @@
 """`flask orgs versions` and `flask orgs pin-version`: an admin moves the pin forward, never back."""
 import pytest
 
-from api import versions
+from rendering import versions
 from tests.support.apps import once_seen
 from tests.support.factories import auth, make_org, make_token
 

@@ -12,7 +12,7 @@ from tests.support import ROOT
 
 # What the demo runs: dev.py, the service (gunicorn, the delivery process, the CLI) and the demo's own code.
 RUN_BY_THE_DEMO = ["dev.py", "dev_processes.py", "app.py", "config.py", "logs.py", "serving.py", "gunicorn.conf.py",
-                   "api", "models", "delivery", "cli", "demo", "mcp_server"]
+                   "api", "rendering", "models", "delivery", "cli", "demo", "mcp_server"]
 LOCAL = {path.stem for path in ROOT.iterdir() if path.suffix == ".py" or path.is_dir()}  # the project's own
 
 

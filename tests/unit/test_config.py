@@ -28,6 +28,26 @@ def environ(monkeypatch):
     return set_variables
 
 
+# The checkout's top-level modules and packages.
+PROJECT = {path.stem for path in ROOT.glob("*.py")} | {path.parent.name for path in ROOT.glob("*/*.py")}
+
+
+def imports_of(path):
+    """The top-level names a module imports (anywhere in it, a function's own imports too)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            names.add((node.module or "").split(".")[0])
+    return names
+
+
+def imported(package):
+    """{path: imports_of(path)} for every module of `package`."""
+    return {path: imports_of(path) for path in (ROOT / package).rglob("*.py")}
+
+
 def test_defaults_alone(environ):
     values = load_config()
     assert values == DEFAULTS
@@ -74,16 +94,26 @@ def test_an_empty_database_url_is_none(environ):
 
 
 def test_config_imports_nothing_of_the_project():
-    # Every module may read the settings (logs.py does, for gunicorn's logger): one imported here would be a circle.
-    project = {path.stem for path in ROOT.glob("*.py")} | {path.parent.name for path in ROOT.glob("*/*.py")}
-    imported = set()
-    for node in ast.walk(ast.parse(Path(config.__file__).read_text())):
-        if isinstance(node, ast.Import):
-            imported |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            imported.add((node.module or "").split(".")[0])
-    assert {"logs", "models", "api", "delivery"} <= project
-    assert imported and not imported & project
+    # Every module may read the settings (gunicorn.conf.py does, for its logger): one imported here would be a circle.
+    names = imports_of(Path(config.__file__))
+    assert {"logs", "models", "api", "delivery", "rendering"} <= PROJECT
+    assert names and not names & PROJECT
+
+
+def loaded_by(code):
+    """The modules a new interpreter has loaded after running `code` from the checkout's root."""
+    code += "; import sys; print('\\n'.join(sorted(sys.modules)))"
+    return set(subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.split())
+
+
+# The delivery script (`python -m delivery` runs delivery/__main__.py) and what it reads its settings and
+# writes its log lines with: neither the web framework nor the web server.
+@pytest.mark.parametrize("module", ["config", "logs", "delivery.__main__"])
+def test_imports_no_web_framework(module):
+    loaded = loaded_by(f"import {module}")
+    assert module in loaded
+    assert not {"flask", "werkzeug", "gunicorn"} & loaded
 
 
 def test_every_setting_has_a_comment():
@@ -117,18 +147,19 @@ def test_delivery_script_reads_variables(monkeypatch):
 
 
 def test_delivery_script_builds_no_app():
-    """`python -m delivery` imports neither app.py, the CLI, any API view (blueprint) module, nor request parsing."""
-    code = "import sys, delivery.__main__; print('\\n'.join(sorted(sys.modules)))"
-    loaded = set(subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                                check=True).stdout.split())
-    views = {f"api.{path.stem}" for path in (ROOT / "api").glob("*.py") if "Blueprint(" in path.read_text()}
-    assert views and "api.shipments" in views
-    assert not loaded & (views | {"app", "cli", "api.params", "api.errors", "api.context", "api.guard"})
+    """`python -m delivery` renders through rendering/ and imports nothing of api/, app.py or the CLI."""
+    loaded = loaded_by("import delivery.__main__")
+    assert {"delivery.outbox", "rendering.shipment_renderings", "rendering.schemas.shipments"} <= loaded
+    assert not [name for name in loaded if name.split(".")[0] in {"api", "app", "cli"}]
 
 
 def test_api_does_not_import_delivery():
-    for path in (ROOT / "api").rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-            assert not [n for n in names if n.split(".")[0] == "delivery"], path
+    assert not {path: names for path, names in imported("api").items() if "delivery" in names}
+
+
+def test_rendering_imports_only_models():
+    # Used by the API and the delivery script alike: it depends on neither, nor on the web framework.
+    found = imported("rendering")
+    assert {"marshmallow", "models", "rendering"} <= set().union(*found.values())
+    assert not {path: names for path, names in found.items()
+                if names & PROJECT - {"models", "rendering"} or names & {"flask", "werkzeug", "gunicorn"}}

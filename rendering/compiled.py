@@ -1,12 +1,16 @@
 """Fast dumping derived from a marshmallow schema.
 
-marshmallow pays its bookkeeping on every field it dumps, and a page of 100 shipments has some
-10,000 fields, so that bookkeeping would outweigh the rest of `GET /shipments`. `dumper(schema)`
-walks the schema's declared fields once and returns a plain function doing the same work:
-built-in scalar fields convert as marshmallow does, every other field calls its own
+marshmallow pays its bookkeeping on every field it dumps (a call through `serialize` and `get_value`
+per field, the hooks and the error store per object): it dumps an object in about twice the time the
+work takes. Everything the API and the webhooks show is dumped here: each request of the views that
+dump per request (a timeline, checks, alerts, documents), each shipment rendered on a miss, each
+webhook body. docs/performance.md has the figures (`bench/dump_cost.py`: this against `Schema.dump`).
+`dumper(schema)` walks the schema's declared fields once and returns a plain function doing the same
+work: built-in scalar fields convert as marshmallow does, every other field calls its own
 `_serialize`, nested schemas recurse. The schema stays the single definition (and the source of
 /openapi.json); tests/api/test_compiled_dump.py checks the result equals `schema.dump()` for every
-response schema on the demo data.
+response schema on the demo data, and names the private parts of marshmallow read here, so that an
+upgrade which moves one fails there.
 
 Only that much of marshmallow is implemented, so `dumper()` refuses, when it builds, a schema
 using anything else (hooks, `only`/`exclude` on a nested schema, fields computed from the whole
@@ -26,7 +30,7 @@ class UnsupportedSchema(TypeError):
     """A schema uses a marshmallow feature the compiled dumper does not implement."""
 
     def __init__(self, where, feature):
-        super().__init__(f"{where}: {feature} is not implemented by api.schemas.compiled.dumper; "
+        super().__init__(f"{where}: {feature} is not implemented by rendering.compiled.dumper; "
                          f"drop it from the schema or dump with marshmallow")
 
 

@@ -1,7 +1,7 @@
 """PackingList with its pallets and lines."""
 from marshmallow import Schema, fields
 
-from api.schemas.fields import Id, Number, doc
+from rendering.schemas.fields import Id, Number, doc
 
 
 class PackingLineSchema(Schema):

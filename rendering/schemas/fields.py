@@ -4,7 +4,7 @@ from datetime import timezone
 
 from marshmallow import fields
 
-from api.ids import format_id, id_pattern
+from rendering.ids import format_id, id_pattern
 
 
 def doc(description, **extra):
@@ -24,14 +24,19 @@ class Id(fields.String):
         return format_id(self.prefix, value)
 
 
+def utc_timestamp(value):
+    """An aware datetime as the API writes it: UTC, ISO 8601 with a Z suffix, to the second; None stays None."""
+    if value is None:
+        return None
+    # isoformat rather than strftime: it does less work, and this runs for every timestamp of every answer.
+    return value.astimezone(timezone.utc).replace(microsecond=0, tzinfo=None).isoformat() + "Z"
+
+
 class UtcDateTime(fields.DateTime):
     """A UTC timestamp written ISO 8601 with a Z suffix, to the second."""
 
     def _serialize(self, value, attr, obj, **kwargs):
-        if value is None:
-            return None
-        # isoformat rather than strftime: it does less work, and this runs for every timestamp of every answer.
-        return value.astimezone(timezone.utc).replace(microsecond=0, tzinfo=None).isoformat() + "Z"
+        return utc_timestamp(value)
 
 
 class Number(fields.Float):

@@ -1,7 +1,7 @@
 """Document, DocumentData and the fields of the `packing_list` extraction schema."""
 from marshmallow import Schema, fields
 
-from api.schemas.fields import Id, UtcDateTime, doc
+from rendering.schemas.fields import Id, UtcDateTime, doc
 
 
 class LenientNumber(fields.Field):

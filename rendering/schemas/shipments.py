@@ -1,7 +1,7 @@
 """Shipment and the objects embedded in it: Place, Container, Label and the small summaries."""
 from marshmallow import Schema, fields
 
-from api.schemas.fields import Id, Number, UtcDateTime, doc, enum, nullable_string
+from rendering.schemas.fields import Id, Number, UtcDateTime, doc, enum, nullable_string
 
 SHIPMENT_STATUSES = ("draft", "validated", "in_transit", "arrived", "error", "in_warehouse")
 TRANSPORT_TYPES = ("ocean", "air", "road")

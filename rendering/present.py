@@ -1,23 +1,24 @@
-"""An object as the API shows it: dumped by its schema, then shaped for a version (no Flask app here).
+"""An object as the API shows it: dumped by its schema, then shaped for a version, and its JSON text.
 
 The API's responses (api/responses.py) and the webhook bodies (delivery/outbox.py) both come through
 `present`, so an event's data.object is exactly what the API would answer at the same version.
 """
+import decimal
 import hashlib
 import json
+import uuid
 from pathlib import Path
 
-from flask.json.provider import DefaultJSONProvider
+from rendering import versions
+from rendering.compiled import dumper
 
-from api import versions
-from api.schemas.compiled import dumper
-
-_API = Path(__file__).resolve().parent.parent
+_PACKAGE = Path(__file__).resolve().parent
 # What decides the bytes of a stored rendering (a shipment, its packing lists) besides its data and
-# version: the schemas, the dumper, the version steps, the ids and the assembly of rows. Stored
-# renderings carry this digest, so a deploy that changes any of them never serves one that other code made.
-_SHAPING_FILES = sorted([*(_API / "schemas").glob("*.py"), _API / "versions.py", _API / "ids.py",
-                         _API.parent / "models" / "shipments.py", _API.parent / "models" / "packing_lists.py"])
+# version: this package (the schemas, the dumper, the version steps, the ids, the assembly of renderings)
+# and the rows the models read. Stored renderings carry this digest, so a deploy that changes any of them
+# never serves one that other code made.
+_SHAPING_FILES = sorted([*_PACKAGE.rglob("*.py"), _PACKAGE.parent / "models" / "shipments.py",
+                         _PACKAGE.parent / "models" / "packing_lists.py"])
 RENDERER = hashlib.blake2b(b"".join(path.read_bytes() for path in _SHAPING_FILES), digest_size=8).hexdigest()
 
 
@@ -28,7 +29,15 @@ def present(kind, schema_class, obj, version):
 
 def dumps(document):
     """JSON text exactly as the API's responses write it (compact, keys in schema order, ASCII)."""
-    return json.dumps(document, default=DefaultJSONProvider.default, ensure_ascii=True, separators=(",", ":"))
+    return json.dumps(document, default=_json_default, ensure_ascii=True, separators=(",", ":"))
+
+
+def _json_default(value):
+    # As Flask's JSON provider writes the two types a dumped object can still hold (a Raw field's value) and
+    # JSON has not; a date never reaches here: every schema field dumps dates as text.
+    if isinstance(value, (decimal.Decimal, uuid.UUID)):
+        return str(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 def list_text(bodies, has_more, **members):

@@ -1,8 +1,8 @@
 """Timeline: shipment legs, tracking events and ETA revisions."""
 from marshmallow import Schema, fields
 
-from api.schemas.fields import Id, LocalDateTime, UtcDateTime, doc, enum, nullable_string
-from api.schemas.shipments import TRANSPORT_TYPES, PlaceSchema
+from rendering.schemas.fields import Id, LocalDateTime, UtcDateTime, doc, enum, nullable_string
+from rendering.schemas.shipments import TRANSPORT_TYPES, PlaceSchema
 
 MILESTONES = (
     "booked", "received_from_shipper", "empty_pickup", "stuffed", "gate_in", "manifested", "loaded", "departed",

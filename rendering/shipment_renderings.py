@@ -6,10 +6,10 @@ bodies; no Flask here.
 import hashlib
 import threading
 
-from api.schemas.packing_lists import PackingListSchema
-from api.schemas.present import RENDERER, dumps, list_text, present
-from api.schemas.shipments import ShipmentSchema
 from models import db, packing_lists, shipments
+from rendering.present import RENDERER, dumps, list_text, present
+from rendering.schemas.packing_lists import PackingListSchema
+from rendering.schemas.shipments import ShipmentSchema
 
 
 # The shipment renderings this process has read by their MD5 or made, by (shipment id, MD5 of the body): a

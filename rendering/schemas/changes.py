@@ -1,9 +1,9 @@
 """The page of GET /changes: shipments as they are now, or deleted, in the order of their latest change."""
 from marshmallow import Schema, fields
 
-from api.ids import CHANGE_CURSOR_PATTERN
-from api.schemas.fields import OneOf, doc
-from api.schemas.shipments import DeletedShipmentSchema, ShipmentSchema
+from rendering.ids import CHANGE_CURSOR_PATTERN
+from rendering.schemas.fields import OneOf, doc
+from rendering.schemas.shipments import DeletedShipmentSchema, ShipmentSchema
 
 
 class ChangeListSchema(Schema):

@@ -1,9 +1,9 @@
 """FreeTimeSummary and FreeTimeClock; the rules behind each field are in docs/free-time.md."""
 from marshmallow import Schema, fields
 
-from api.schemas.fields import Id, doc, enum
 from models.free_time import STATES
 from models.free_time_rules import BASES, KINDS, SOURCES
+from rendering.schemas.fields import Id, doc, enum
 
 
 def _day(description):

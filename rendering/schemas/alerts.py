@@ -1,7 +1,7 @@
 """MonitoringAlert (the query parameters of GET /alerts are in api/schemas/queries.py)."""
 from marshmallow import Schema, fields
 
-from api.schemas.fields import Id, UtcDateTime, doc
+from rendering.schemas.fields import Id, UtcDateTime, doc
 
 
 class MonitoringAlertSchema(Schema):

@@ -1,7 +1,7 @@
 """ShipmentCheck (the query parameters of GET /checks are in api/schemas/queries.py)."""
 from marshmallow import Schema, fields
 
-from api.schemas.fields import Id, UtcDateTime, doc, enum
+from rendering.schemas.fields import Id, UtcDateTime, doc, enum
 
 CHECK_STATUSES = ("pending", "passed", "failed", "skipped", "warning")
 DEFAULT_CHECK_STATUSES = ["failed", "warning"]

@@ -1,7 +1,7 @@
 """Organization and the token that made the request."""
 from marshmallow import Schema, fields
 
-from api.schemas.fields import Id, UtcDateTime, doc, enum
+from rendering.schemas.fields import Id, UtcDateTime, doc, enum
 
 
 class TokenSchema(Schema):

@@ -1,0 +1,1 @@
+"""Marshmallow schemas: each resource of the spec, dumped for the API and the webhooks and described in /openapi.json."""
