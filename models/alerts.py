@@ -1,4 +1,5 @@
 """Monitoring alerts as the API shows them: open, of customer-visible kinds, on visible shipments."""
+from models.db import execute_all, execute_one
 
 # list_alerts / get_alert: open alerts of customer-visible kinds on shipments the API shows
 # (archived included; awaiting approval or owned elsewhere excluded), newest first (keyset on id).
@@ -27,9 +28,7 @@ def list_alerts(conn, organization_id, limit, shipment_id=None, starting_after=N
     """Up to `limit` open customer-visible alerts, newest first."""
     params = {"organization_id": organization_id, "limit": limit, "alert_id": None, "include_resolved": False,
               "shipment_id": shipment_id, "starting_after": starting_after}
-    with conn.cursor() as cur:
-        cur.execute(LIST_SQL, params)
-        return cur.fetchall()
+    return execute_all(conn, LIST_SQL, params)
 
 
 def get_alert(conn, organization_id, alert_id):
@@ -37,6 +36,4 @@ def get_alert(conn, organization_id, alert_id):
     its kind is internal or its shipment is hidden or another organization's."""
     params = {"organization_id": organization_id, "limit": 1, "alert_id": alert_id, "include_resolved": True,
               "shipment_id": None, "starting_after": None}
-    with conn.cursor() as cur:
-        cur.execute(LIST_SQL, params)
-        return cur.fetchone()
+    return execute_one(conn, LIST_SQL, params)

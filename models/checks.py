@@ -1,4 +1,5 @@
 """Quality checks as the API shows them: the current result of each check of a visible shipment."""
+from models.db import execute_all
 
 # list_checks: current checks with the given statuses on shipments the API shows (archived
 # included), newest first (keyset on id); served by checks_list_idx.
@@ -22,6 +23,4 @@ def list_checks(conn, organization_id, limit, statuses, shipment_id=None, starti
     """Up to `limit` checks whose status is one of `statuses`, newest first."""
     params = {"organization_id": organization_id, "limit": limit, "statuses": list(statuses),
               "shipment_id": shipment_id, "starting_after": starting_after}
-    with conn.cursor() as cur:
-        cur.execute(LIST_SQL, params)
-        return cur.fetchall()
+    return execute_all(conn, LIST_SQL, params)

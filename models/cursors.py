@@ -1,4 +1,5 @@
-"""The cursor and connection classes of every connection (models.db.connect), and prepared statements.
+"""The cursor and connection classes of every connection (models.db.connect), prepared statements, and the
+three calls every model runs its statements through (execute, execute_one, execute_all).
 
 Where the driver is called (a statement, a fetch, a commit, a rollback), its error meaning the database
 is away is raised as the project's own (models/db_errors.py); a statement's error passes as it is.
@@ -172,3 +173,31 @@ class Prepared:
             conn.prepared = conn.prepared | {self.name}
         cur.execute(self.execute_sql, params)
 
+
+
+def execute(conn, statement, params=None):
+    """Run one statement (SQL text, or a Prepared) on `conn`; the number of rows it wrote (or returned)."""
+    with conn.cursor() as cur:
+        _run(cur, statement, params)
+        return cur.rowcount
+
+
+def execute_one(conn, statement, params=None):
+    """The first row (a dict) one statement returns, or None when it returns none."""
+    with conn.cursor() as cur:
+        _run(cur, statement, params)
+        return cur.fetchone()
+
+
+def execute_all(conn, statement, params=None):
+    """Every row (a dict each) one statement returns, in its order."""
+    with conn.cursor() as cur:
+        _run(cur, statement, params)
+        return cur.fetchall()
+
+
+def _run(cur, statement, params):
+    if isinstance(statement, Prepared):
+        statement.execute(cur, params)
+    else:
+        cur.execute(statement, params)

@@ -21,7 +21,7 @@ import psycopg2.extensions
 from psycopg2 import sql  # noqa: F401  (composing identifiers: the demo's COPY)
 
 from models import breaker, deadline
-from models.cursors import Connection, Cursor, Prepared  # noqa: F401
+from models.cursors import Connection, Cursor, Prepared, execute, execute_all, execute_one  # noqa: F401
 from models.db_errors import (CONFLICT_TRIES, LOST, SETUP, STATEMENT, TIMEOUT, CheckViolation,  # noqa: F401
                               DatabaseLost, DatabaseSetupError, DatabaseTimeout, DatabaseUnavailable,
                               DeadlockDetected, Error, ForeignKeyViolation, InterfaceError, OperationalError,
@@ -128,8 +128,7 @@ def connect(target):
             conn.transaction_prefix, conn.prepares = _settings_sql(target, "SET LOCAL"), False
             conn.isolation_prefix = f"SET LOCAL transaction_isolation = '{ISOLATION}'; "
         else:
-            with conn.cursor() as cur:
-                cur.execute(_settings_sql(target, "SET"))
+            execute(conn, _settings_sql(target, "SET"))
     except BaseException as error:
         conn.close()
         if isinstance(error, psycopg2.Error) and not isinstance(error, DatabaseUnavailable):
@@ -148,10 +147,8 @@ def _behind_pooler(conn):
     given. A session pooler cannot be told from a transaction pooler here: both are taken for the
     latter, whose form (SET LOCALs, nothing prepared, no LISTEN) works through either.
     """
-    with conn.cursor() as cur:
-        cur.execute("SELECT pg_backend_pid() AS pid")
-        if cur.fetchone()["pid"] == conn.info.backend_pid:
-            return False
+    if execute_one(conn, "SELECT pg_backend_pid() AS pid")["pid"] == conn.info.backend_pid:
+        return False
     _say_once("pooler", "a pooler is between this process and the database (the server's process id is not the "
                         "one the connection was given): its connections keep no session state (SET LOCALs, nothing "
                         "prepared, no LISTEN); set SHIPTRACK_DATABASE_POOLER to say which it is (session or "

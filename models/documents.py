@@ -1,4 +1,5 @@
 """Documents as the API shows them: current records of visible shipments, with their data and file."""
+from models.db import execute_all, execute_one
 
 # list_shipment_documents: the visible shipment (one row even without documents) and its current
 # documents (a Document's columns, the same in GET_SQL: `downloadable` and `data_available` derive from
@@ -65,18 +66,14 @@ SELECT d.id, d.filename, d.content_type, d.storage_key, d.byte_size, d.updated_a
 
 def list_shipment_documents(conn, organization_id, shipment_id):
     """Current documents of a visible shipment, oldest first; None when the shipment is not found."""
-    with conn.cursor() as cur:
-        cur.execute(LIST_SQL, {"organization_id": organization_id, "shipment_id": shipment_id})
-        rows = cur.fetchall()
+    rows = execute_all(conn, LIST_SQL, {"organization_id": organization_id, "shipment_id": shipment_id})
     if not rows:
         return None
     return [{k: v for k, v in row.items() if k != "found_shipment_id"} for row in rows if row["id"] is not None]
 
 
 def _one(conn, statement, organization_id, document_id):
-    with conn.cursor() as cur:
-        cur.execute(statement, {"organization_id": organization_id, "document_id": document_id})
-        return cur.fetchone()
+    return execute_one(conn, statement, {"organization_id": organization_id, "document_id": document_id})
 
 
 def get_document(conn, organization_id, document_id):

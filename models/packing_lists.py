@@ -1,5 +1,5 @@
 """Packing lists as the API shows them: the current ones of a visible shipment, with pallets and lines."""
-from models.db import Prepared, group_rows
+from models.db import Prepared, execute_all, execute_one, group_rows
 
 # stored_rendering: a visible shipment's revision and its stored packing-lists answer when it is current
 # (rendered at this version, by this code, at this revision: the same check as a shipment's, made in the
@@ -50,10 +50,8 @@ SELECT l.pallet_id, l.id, l.line_index, l.produce_name, l.produce_type, l.variet
 def stored_rendering(conn, organization_id, shipment_id, api_version, renderer):
     """(revision, stored JSON or None, its MD5 or None) of a visible shipment's packing lists; None when the shipment
     is not found."""
-    with conn.cursor() as cur:
-        _STORED.execute(cur, {"organization_id": organization_id, "shipment_id": shipment_id,
-                              "api_version": api_version, "renderer": renderer})
-        row = cur.fetchone()
+    row = execute_one(conn, _STORED, {"organization_id": organization_id, "shipment_id": shipment_id,
+                                      "api_version": api_version, "renderer": renderer})
     return None if row is None else (row["revision"], row["body"], row["body_md5"])
 
 
@@ -62,21 +60,17 @@ def list_shipment_packing_lists(conn, organization_id, shipment_id):
 
     Run inside db.one_snapshot when the revision must be the lists' own (a stored rendering's key).
     """
-    with conn.cursor() as cur:
-        cur.execute(LISTS_SQL, {"organization_id": organization_id, "shipment_id": shipment_id})
-        rows = cur.fetchall()
-        if not rows:
-            return None
-        revision = rows[0]["found_revision"]
-        lists = [{k: v for k, v in row.items() if k != "found_revision"} for row in rows if row["id"] is not None]
-        if not lists:
-            return revision, []
-        cur.execute(PALLETS_SQL, {"ids": [item["id"] for item in lists]})
-        pallets = cur.fetchall()
-        lines = {}
-        if pallets:
-            cur.execute(LINES_SQL, {"ids": [pallet["id"] for pallet in pallets]})
-            lines = group_rows(cur.fetchall(), "pallet_id")
+    rows = execute_all(conn, LISTS_SQL, {"organization_id": organization_id, "shipment_id": shipment_id})
+    if not rows:
+        return None
+    revision = rows[0]["found_revision"]
+    lists = [{k: v for k, v in row.items() if k != "found_revision"} for row in rows if row["id"] is not None]
+    if not lists:
+        return revision, []
+    pallets = execute_all(conn, PALLETS_SQL, {"ids": [item["id"] for item in lists]})
+    lines = {}
+    if pallets:
+        lines = group_rows(execute_all(conn, LINES_SQL, {"ids": [pallet["id"] for pallet in pallets]}), "pallet_id")
     for pallet in pallets:
         pallet["lines"] = lines.get(pallet["id"], [])
     by_list = group_rows(pallets, "packing_list_id")

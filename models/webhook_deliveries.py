@@ -1,6 +1,8 @@
 """Webhook deliveries: claiming due work under a lease, recording attempts, recovery and retention."""
 from dataclasses import dataclass
 
+from models.db import execute, execute_all, execute_one
+
 
 @dataclass(frozen=True, slots=True)
 class ClaimedDelivery:
@@ -169,42 +171,32 @@ def claim_due(conn, now, lease_until, token, cap, limit, holder=None):
     its own) sees every lease committed before the locks.  `holder`: the caller's key (hold), or None (the
     lease runs out by its time).
     """
-    with conn.cursor() as cur:
-        cur.execute(_CLAIM_DUE_SQL,
-                    {"now": now, "lease_until": lease_until, "token": token, "cap": cap, "limit": limit,
-                     "space": CAP_LOCK_SPACE, "holder": holder})
-        return [ClaimedDelivery.from_row(row) for row in cur.fetchall()]
+    rows = execute_all(conn, _CLAIM_DUE_SQL, {"now": now, "lease_until": lease_until, "token": token, "cap": cap,
+                                              "limit": limit, "space": CAP_LOCK_SPACE, "holder": holder})
+    return [ClaimedDelivery.from_row(row) for row in rows]
 
 
 def hold(conn, holder=None):
     """Take the session lock of `holder` (None: a new key) on `conn`; returns (key, whether it is held now)."""
-    with conn.cursor() as cur:
-        cur.execute(_HOLD_SQL, {"holder": holder, "space": HOLDER_LOCK_SPACE})
-        row = cur.fetchone()
-        return row["holder"], row["held"]
+    row = execute_one(conn, _HOLD_SQL, {"holder": holder, "space": HOLDER_LOCK_SPACE})
+    return row["holder"], row["held"]
 
 
 def free_orphaned(conn, now, holder=None):
     """Make the leases of holders that are gone due at `now` (never `holder`'s own); returns how many."""
-    with conn.cursor() as cur:
-        cur.execute(_FREE_ORPHANED_SQL, {"now": now, "holder": holder, "space": HOLDER_LOCK_SPACE})
-        return cur.rowcount
+    return execute(conn, _FREE_ORPHANED_SQL, {"now": now, "holder": holder, "space": HOLDER_LOCK_SPACE})
 
 
 def create_claimed(conn, event_id, endpoint_id, reason, max_attempts, lease_until, token, now):
     """Create (or restart) an event's delivery to an endpoint, already leased to the caller; a ClaimedDelivery."""
-    with conn.cursor() as cur:
-        cur.execute(_CREATE_CLAIMED_SQL, {"event_id": event_id, "endpoint_id": endpoint_id, "reason": reason,
-                                          "max_attempts": max_attempts, "lease_until": lease_until,
-                                          "token": token, "now": now})
-        return ClaimedDelivery.from_row(cur.fetchone())
+    return ClaimedDelivery.from_row(execute_one(conn, _CREATE_CLAIMED_SQL, {
+        "event_id": event_id, "endpoint_id": endpoint_id, "reason": reason, "max_attempts": max_attempts,
+        "lease_until": lease_until, "token": token, "now": now}))
 
 
 def lock_endpoints(conn, endpoint_ids):
     """Lock endpoints (in id order, so concurrent passes never deadlock) and return their health fields."""
-    with conn.cursor() as cur:
-        cur.execute(_LOCK_ENDPOINTS_SQL, {"ids": list(endpoint_ids)})
-        return {row["id"]: row for row in cur.fetchall()}
+    return {row["id"]: row for row in execute_all(conn, _LOCK_ENDPOINTS_SQL, {"ids": list(endpoint_ids)})}
 
 
 def finish(conn, rows, end_runs=()):
@@ -215,9 +207,7 @@ def finish(conn, rows, end_runs=()):
     if not rows:
         return set()
     params = dict(zip(FINISH_COLUMNS, (list(column) for column in zip(*rows))))
-    with conn.cursor() as cur:
-        cur.execute(_FINISH_SQL, {**params, "end_runs": list(end_runs)})
-        return {row["id"] for row in cur.fetchall()}
+    return {row["id"] for row in execute_all(conn, _FINISH_SQL, {**params, "end_runs": list(end_runs)})}
 
 
 # queue_missed: `webhooks recover`.  Missed = not received (endpoints_not_received, schema.sql) with no delivery
@@ -253,20 +243,14 @@ SELECT min(d.next_attempt_at) AS due FROM webhook_deliveries d
 
 def queue_missed(conn, endpoint_id, since, now):
     """Queue every rendered event since `since` the endpoint subscribes to and did not get; returns how many."""
-    with conn.cursor() as cur:
-        cur.execute(_QUEUE_MISSED_SQL, {"id": endpoint_id, "since": since, "now": now})
-        return cur.rowcount
+    return execute(conn, _QUEUE_MISSED_SQL, {"id": endpoint_id, "since": since, "now": now})
 
 
 def delete_old_attempts(conn, before, limit=10000):
     """Delete up to `limit` attempts older than `before`; returns how many."""
-    with conn.cursor() as cur:
-        cur.execute(_DELETE_OLD_ATTEMPTS_SQL, {"before": before, "limit": limit})
-        return cur.rowcount
+    return execute(conn, _DELETE_OLD_ATTEMPTS_SQL, {"before": before, "limit": limit})
 
 
 def next_due_at(conn):
     """The earliest next_attempt_at of any waiting delivery to an enabled endpoint, or None."""
-    with conn.cursor() as cur:
-        cur.execute(_NEXT_DUE_SQL)
-        return cur.fetchone()["due"]
+    return execute_one(conn, _NEXT_DUE_SQL)["due"]

@@ -24,8 +24,6 @@ PREPARABLE = ("SELECT", "INSERT", "UPDATE", "DELETE", "WITH", "VALUES")
 # (a datetime is sent as a timestamptz literal, a timedelta as an interval, an int as an integer); any other
 # is left to the server, as psycopg2's quoted strings are.
 PARAMETER_TYPES = {"now": "timestamptz", "warn_after": "interval", "gap": "interval", "space": "integer"}
-# psycopg2.extras.execute_values fills `VALUES %s` with rows of this shape (models.events.store_rendered).
-EXECUTE_VALUES_ROW = "($1::bigint, $2, $3, $4, $5::timestamptz, $6)"
 
 
 def named_statements():
@@ -50,7 +48,7 @@ SCHEMA = db.SCHEMA_PATH.read_text()
 
 def server_side(text):
     """Each statement of `text` as PostgreSQL's PREPARE takes it: `$n` parameters, and the types of the `$n`."""
-    text = re.sub(r"--[^\n]*", "", text.replace("VALUES %s", "VALUES " + EXECUTE_VALUES_ROW))
+    text = re.sub(r"--[^\n]*", "", text)
     assert "';'" not in text, "a literal semicolon: split the statements another way"
     for part in filter(None, (part.strip() for part in text.split(";"))):
         names = []
