@@ -22,12 +22,12 @@ from psycopg2 import sql  # noqa: F401  (composing identifiers: the demo's COPY)
 
 from models import breaker, deadline
 from models.cursors import Connection, Cursor, Prepared, execute, execute_all, execute_one  # noqa: F401
-from models.db_errors import (CONFLICT_TRIES, LOST, SETUP, STATEMENT, TIMEOUT, CheckViolation,  # noqa: F401
-                              DatabaseLost, DatabaseSetupError, DatabaseTimeout, DatabaseUnavailable,
-                              DeadlockDetected, Error, ForeignKeyViolation, InterfaceError, OperationalError,
-                              PoolError, RaiseException, SerializationFailure, TransientConflict,
-                              UndefinedTable, UniqueViolation, classify, conflict_pause, describe, is_disconnect,
-                              translate, unavailable)
+# The names every other module catches (it never classifies a driver's error itself: models/cursors.py did).
+from models.db_errors import (CONFLICT_TRIES, CheckViolation, DatabaseLost, DatabaseSetupError,  # noqa: F401
+                              DatabaseTimeout, DatabaseUnavailable, DeadlockDetected, Error, ForeignKeyViolation,
+                              RaiseException, SerializationFailure, TransientConflict, UndefinedTable,
+                              UniqueViolation, conflict_pause, describe)
+from models.db_errors import InterfaceError, PoolError, unavailable
 from models.embedded import (EMBEDDED_DATA_DIR, EMBEDDED_DATABASE, PROJECT_DIR,  # noqa: F401
                              embedded_database_url, resolve_database_url)
 
