@@ -391,9 +391,11 @@ def _probe(pool):
                 with conn.cursor(cursor_factory=psycopg2.extensions.cursor) as cur:  # the driver's own
                     cur.execute("SELECT 1")
                 conn.autocommit = autocommit
-            except psycopg2.Error as error:  # any failure here, a statement's too, is the database away
+            except (DatabaseUnavailable, psycopg2.Error) as error:  # any failure here is the database away
                 pool.put(conn, close=True)
-                raise unavailable(error) from error
+                if isinstance(error, DatabaseUnavailable):
+                    raise  # the connection's setters and cursor() raise the project's own
+                raise unavailable(error) from error  # the driver's own cursor, a statement's error too
         answered = True
         return conn
     except DatabaseUnavailable as error:

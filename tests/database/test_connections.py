@@ -4,6 +4,7 @@ import select
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import replace
 
 import psycopg2
@@ -12,7 +13,7 @@ import pytest
 
 from config import load_config
 from delivery.settings import Settings
-from models import db, db_errors, embedded
+from models import breaker, db, db_errors, embedded
 from tests.support import ROOT
 from tests.support.apps import make_app
 from tests.support.factories import auth, make_org, make_token
@@ -75,6 +76,27 @@ def test_a_pool_replaced_by_another_is_closed(database_url):
     second = db.checkout(db.Target(database_url, "second"))
     assert first.closed, "the idle connection of the replaced pool is closed"
     db.checkin(None, second)
+
+
+def test_the_breakers_probe_gives_back_a_connection_lost_under_it(database_url, monkeypatch):
+    # The socket check cannot see a connection that dies right after it: the probe's first call on it fails,
+    # and the connection goes back to the pool closed, not lent for ever (the pool of one would be empty).
+    target = db.Target(database_url, "probe", connect_timeout=1, pool_size=1)
+    pooled = db.checkout(target)
+    db.checkin(target, pooled)
+    pooled.close()
+    monkeypatch.setattr(db, "looks_alive", lambda connection: True)
+    monkeypatch.setattr(breaker, "PROBE_EVERY_SECONDS", 0)
+    breaker.opened("the test's outage", time.monotonic())
+    try:
+        with pytest.raises(db.DatabaseLost, match="connection already closed"):
+            db.checkout(target)
+    finally:
+        breaker.probed(True)
+    monkeypatch.undo()
+    conn = db.checkout(target)
+    assert db.execute_one(conn, "SELECT 1 AS one") == {"one": 1}
+    db.checkin(target, conn)
 
 
 @pytest.mark.parametrize("message, kind", [
