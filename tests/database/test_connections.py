@@ -1,4 +1,5 @@
-"""The one connection layer (models/db.py): targets per process, the pool, the classification of errors."""
+"""The one connection layer (models/db.py and what it names): targets per process, the pool, the classification of
+errors."""
 import os
 import select
 import subprocess
@@ -13,7 +14,7 @@ import pytest
 
 from config import load_config
 from delivery.settings import Settings
-from models import breaker, db, db_errors, embedded
+from models import breaker, db, db_errors, embedded, pool
 from tests.support import ROOT
 from tests.support.apps import make_app
 from tests.support.factories import auth, make_org, make_token
@@ -85,7 +86,7 @@ def test_the_breakers_probe_gives_back_a_connection_lost_under_it(database_url, 
     pooled = db.checkout(target)
     db.checkin(target, pooled)
     pooled.close()
-    monkeypatch.setattr(db, "looks_alive", lambda connection: True)
+    monkeypatch.setattr(pool, "looks_alive", lambda connection: True)
     monkeypatch.setattr(breaker, "PROBE_EVERY_SECONDS", 0)
     breaker.opened("the test's outage", time.monotonic())
     try:
