@@ -1095,10 +1095,22 @@ CREATE OR REPLACE TRIGGER documents_touch
 -- Rules the statements of models/ share, each written once here
 -- ---------------------------------------------------------------------------
 
--- Each is LANGUAGE sql, STABLE, neither STRICT nor SECURITY DEFINER nor SET: PostgreSQL then inlines it
--- into the statement that calls it (a subquery in the caller's plan, planned with the caller's values), so
--- a statement plans as if the rule were written out in it. Parameters are written with their function's
--- name (shipment_page.archived): where a column has the same name, the column would win.
+-- Each is LANGUAGE sql, STABLE (IMMUTABLE when it reads only its arguments), neither STRICT nor SECURITY
+-- DEFINER nor SET: PostgreSQL then inlines it into the statement that calls it (a subquery in the caller's
+-- plan, or an expression in its conditions, planned with the caller's values), so a statement plans as if
+-- the rule were written out in it. Parameters are written with their function's name
+-- (shipment_page.archived): where a column has the same name, the column would win.
+
+-- Whether a shipment is visible to an organization: the organization's own, neither awaiting approval nor
+-- owned elsewhere. Every statement that reads what the API shows asks it (`visible_to(s, %(organization_id)s)`
+-- in models/), and so do the functions below and the webhook events' triggers. One expression of the row's
+-- columns, inlined into the caller's conditions: the planner sees the columns themselves, so the caller's
+-- indexes serve as with the rule written out, the partial ones on visible shipments too (their predicates
+-- write it out: a predicate is matched against the caller's conditions once this is inlined).
+CREATE OR REPLACE FUNCTION visible_to(s shipments, organization_id bigint) RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT s.organization_id = visible_to.organization_id AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
+$$;
 
 -- The page of visible shipments GET /shipments and GET /shipments/{id} read (models/shipments.py), newest
 -- first: the organization's, neither awaiting approval nor owned elsewhere, through the filters given (NULL
@@ -1118,8 +1130,7 @@ RETURNS SETOF shipments
 LANGUAGE sql STABLE AS $$
   SELECT s.*
     FROM shipments s
-   WHERE s.organization_id = shipment_page.organization_id
-     AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
+   WHERE visible_to(s, shipment_page.organization_id)
      AND (shipment_page.shipment_id IS NULL OR s.id = shipment_page.shipment_id)
      AND (shipment_page.shipment_ids IS NULL OR s.id = ANY (shipment_page.shipment_ids))
      AND (shipment_page.archived IS NULL OR s.archived = shipment_page.archived)
@@ -1188,8 +1199,7 @@ LANGUAGE sql STABLE AS $$
       SELECT n.detention_free_days AS free_days, n.free_days_basis AS basis FROM arrival_notices n
        WHERE n.shipment_id = s.id AND n.detention_free_days IS NOT NULL
        ORDER BY n.received_at DESC, n.id DESC LIMIT 1) nt ON true
-   WHERE s.organization_id = free_time_facts.organization_id
-     AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
+   WHERE visible_to(s, free_time_facts.organization_id)
 $$;
 
 -- The shipments GET /free_time/at_risk considers at `as_of` (a superset: the engine decides), found through
@@ -1215,8 +1225,7 @@ LANGUAGE sql STABLE AS $$
              ) d
            WHERE e.milestone = 'discharged' AND e.actual
              AND e.occurred_at >= at_risk_candidates.as_of - make_interval(days => at_risk_candidates.window_days + 1)
-             AND s.organization_id = at_risk_candidates.organization_id
-             AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
+             AND visible_to(s, at_risk_candidates.organization_id)
              AND s.transport_type = 'ocean' AND NOT s.archived AND s.status <> 'in_warehouse'
              AND NOT EXISTS (
                SELECT 1 FROM tracking_events g
@@ -1623,8 +1632,7 @@ $$;
 -- True when events about this shipment may be sent (not awaiting approval, not someone else's).
 CREATE OR REPLACE FUNCTION shipment_evented(shipment_id bigint) RETURNS boolean
 LANGUAGE sql STABLE AS $$
-  SELECT coalesce((SELECT NOT s.awaiting_approval AND NOT s.owned_elsewhere
-                     FROM shipments s WHERE s.id = shipment_id), false)
+  SELECT coalesce((SELECT visible_to(s, s.organization_id) FROM shipments s WHERE s.id = shipment_id), false)
 $$;
 
 -- A timestamp as the API writes it (UTC, to the second, Z suffix), for previous_attributes.
@@ -1650,7 +1658,7 @@ BEGIN
     END IF;
     RETURN;
   END IF;
-  IF shipment.awaiting_approval OR shipment.owned_elsewhere THEN
+  IF NOT visible_to(shipment, shipment.organization_id) THEN
     RETURN;
   END IF;
   INSERT INTO events (organization_id, type, shipment_id, previous_attributes)

@@ -12,10 +12,9 @@ SELECT a.id, a.shipment_id, s.reference AS shipment_reference, a.key, k."group",
   JOIN alert_kinds k ON k.key = a.key
   JOIN shipments s ON s.id = a.shipment_id
  WHERE a.organization_id = %(organization_id)s
-   AND s.organization_id = %(organization_id)s
    AND (%(include_resolved)s OR a.resolved_at IS NULL)
    AND k.customer_visible
-   AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
+   AND visible_to(s, %(organization_id)s)
    AND (%(alert_id)s::bigint IS NULL OR a.id = %(alert_id)s)
    AND (%(shipment_id)s::bigint IS NULL OR a.shipment_id = %(shipment_id)s)
    AND (%(starting_after)s::bigint IS NULL OR a.id < %(starting_after)s)

@@ -35,7 +35,7 @@ horizon AS (
                   pg_snapshot_xmax(snapshot.taken)) AS xmin
     FROM snapshot),
 live AS (
-  SELECT s.id, s.revision, s.change_xid, NOT s.awaiting_approval AND NOT s.owned_elsewhere AS visible
+  SELECT s.id, s.revision, s.change_xid, visible_to(s, %(organization_id)s) AS visible
     FROM shipments s
    WHERE s.organization_id = %(organization_id)s AND s.ever_visible
      AND (s.change_xid, s.id) > (%(after_xid)s::text::xid8, %(after_id)s::bigint)

@@ -9,8 +9,7 @@ SELECT c.id, c.shipment_id, s.reference AS shipment_reference, c.key, c.category
   FROM checks c
   JOIN shipments s ON s.id = c.shipment_id
  WHERE c.organization_id = %(organization_id)s
-   AND s.organization_id = %(organization_id)s
-   AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
+   AND visible_to(s, %(organization_id)s)
    AND c.status = ANY (%(statuses)s::text[])
    AND (%(shipment_id)s::bigint IS NULL OR c.shipment_id = %(shipment_id)s)
    AND (%(starting_after)s::bigint IS NULL OR c.id < %(starting_after)s)

@@ -15,8 +15,7 @@ SELECT s.id AS found_shipment_id,
        d.created_at, d.updated_at
   FROM shipments s
   LEFT JOIN documents d ON d.shipment_id = s.id AND d.record_kind = 'current'
- WHERE s.id = %(shipment_id)s AND s.organization_id = %(organization_id)s
-   AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
+ WHERE s.id = %(shipment_id)s AND visible_to(s, %(organization_id)s)
  ORDER BY date_trunc('second', d.created_at AT TIME ZONE 'UTC'), d.id
 """
 
@@ -30,10 +29,8 @@ SELECT d.id, d.shipment_id, d.type, d.filename, d.content_type, d.byte_size, d.s
        d.created_at, d.updated_at
   FROM documents d
   JOIN shipments s ON s.id = d.shipment_id
- WHERE d.id = %(document_id)s AND d.organization_id = %(organization_id)s
-   AND s.organization_id = %(organization_id)s
-   AND d.record_kind = 'current'
-   AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
+ WHERE d.id = %(document_id)s AND d.organization_id = %(organization_id)s AND d.record_kind = 'current'
+   AND visible_to(s, %(organization_id)s)
 """
 
 # get_document_data: the extracted data of one current document.
@@ -45,10 +42,8 @@ SELECT d.id AS document_id, d.type,
   FROM documents d
   JOIN shipments s ON s.id = d.shipment_id
   LEFT JOIN document_data dd ON dd.document_id = d.id
- WHERE d.id = %(document_id)s AND d.organization_id = %(organization_id)s
-   AND s.organization_id = %(organization_id)s
-   AND d.record_kind = 'current'
-   AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
+ WHERE d.id = %(document_id)s AND d.organization_id = %(organization_id)s AND d.record_kind = 'current'
+   AND visible_to(s, %(organization_id)s)
 """
 
 # get_document_file: where the file of one current, downloadable document is stored.
@@ -56,11 +51,9 @@ FILE_SQL = """
 SELECT d.id, d.filename, d.content_type, d.storage_key, d.byte_size, d.updated_at
   FROM documents d
   JOIN shipments s ON s.id = d.shipment_id
- WHERE d.id = %(document_id)s AND d.organization_id = %(organization_id)s
-   AND s.organization_id = %(organization_id)s
-   AND d.record_kind = 'current'
+ WHERE d.id = %(document_id)s AND d.organization_id = %(organization_id)s AND d.record_kind = 'current'
    AND d.storage_key IS NOT NULL AND d.scan_state = 'clean'
-   AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
+   AND visible_to(s, %(organization_id)s)
 """
 
 

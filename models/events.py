@@ -206,7 +206,7 @@ SELECT ev.id, ev.body
  WHERE ev.organization_id = %(organization_id)s
    AND ev.state = 'rendered' AND ev.type <> 'webhook.test'
    AND ev.created_at >= now() - interval '30 days'
-   AND s.organization_id = ev.organization_id AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
+   AND visible_to(s, ev.organization_id)
    AND (%(event_id)s::bigint IS NULL OR ev.id = %(event_id)s)
    AND (%(types)s::text[] IS NULL OR ev.type = ANY (%(types)s::text[]))
    AND (%(shipment_id)s::bigint IS NULL OR ev.shipment_id = %(shipment_id)s)

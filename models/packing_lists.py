@@ -10,8 +10,7 @@ SELECT s.revision, r.body, r.body_md5
   LEFT JOIN shipment_renderings r
     ON r.shipment_id = s.id AND r.resource = 'packing_lists' AND r.api_version = %(api_version)s
    AND r.renderer = %(renderer)s AND r.revision = s.revision
- WHERE s.id = %(shipment_id)s AND s.organization_id = %(organization_id)s
-   AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
+ WHERE s.id = %(shipment_id)s AND visible_to(s, %(organization_id)s)
 """
 _STORED = Prepared("packing_lists_rendering_md5", STORED_RENDERING_SQL)
 
@@ -23,8 +22,7 @@ SELECT s.revision AS found_revision, k.id, k.shipment_id, k.document_id, k.conta
        k.declared_box_count, k.declared_net_weight_kg
   FROM shipments s
   LEFT JOIN packing_lists k ON k.shipment_id = s.id AND k.is_current
- WHERE s.id = %(shipment_id)s AND s.organization_id = %(organization_id)s
-   AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
+ WHERE s.id = %(shipment_id)s AND visible_to(s, %(organization_id)s)
  ORDER BY date_trunc('second', k.created_at AT TIME ZONE 'UTC'), k.id
 """
 

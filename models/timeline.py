@@ -16,8 +16,7 @@ SELECT s.id AS found_shipment_id, l.id,
        l.destination_location, l.destination_country, l.destination_timezone, l.etd, l.eta
   FROM shipments s
   LEFT JOIN shipment_legs l ON l.shipment_id = s.id
- WHERE s.id = %(shipment_id)s AND s.organization_id = %(organization_id)s
-   AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
+ WHERE s.id = %(shipment_id)s AND visible_to(s, %(organization_id)s)
  ORDER BY l.position, l.id
 """
 

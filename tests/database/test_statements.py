@@ -136,6 +136,46 @@ def test_a_shared_rule_is_planned_inside_the_statement_that_calls_it(conn, name)
     assert not [function for function in called if f"Function Scan on {function}" in plan], plan
 
 
+# The statements that ask visible_to (schema.sql) whether a shipment is visible to an organization, and values
+# for every parameter they name.
+ASKING = sorted(name for name, text in STATEMENTS.items() if "visible_to(" in text)
+ASKING_VALUES = {"organization_id": 1, "shipment_id": 1, "document_id": 1, "api_version": "v", "renderer": "r",
+                 "statuses": ["failed"], "limit": 10, "include_resolved": False, "after_xid": "0", "after_id": 0,
+                 **dict.fromkeys(("starting_after", "alert_id", "event_id", "types", "created_after", "created_before",
+                                  "delivery_success"))}
+
+
+def plan(conn, text, params, verbose=False):
+    """PostgreSQL's plan of a statement, without costs."""
+    rows = db.execute_all(conn, f"EXPLAIN (COSTS OFF{', VERBOSE' if verbose else ''}) {text}", params)
+    return "\n".join(row["QUERY PLAN"] for row in rows)
+
+
+def written_out(text):
+    """`text` with each call of visible_to replaced by the rule of its body, written out."""
+    rule = words(function_body("visible_to")).split(" SELECT ", 1)[1]
+
+    def rule_for(call):
+        row, organization_id = call.groups()
+        return "(" + re.sub(r"\bs\.", f"{row}.", rule.replace("visible_to.organization_id",
+                                                                f"({organization_id})::bigint")) + ")"
+    return re.sub(r"visible_to\((\w+), ((?:[^()]|\([^()]*\))+)\)", rule_for, text)
+
+
+@pytest.mark.parametrize("name", ASKING)
+def test_asking_visible_to_plans_as_the_rule_written_out(conn, name):
+    # IMMUTABLE, one expression of the row's columns: inlined, the caller's conditions hold the columns, so
+    # its indexes (the partial ones on visible shipments too) serve it as they would the rule written out.
+    assert "awaiting_approval" not in STATEMENTS[name] and "visible_to" not in written_out(STATEMENTS[name])
+    assert plan(conn, STATEMENTS[name], ASKING_VALUES) == plan(conn, written_out(STATEMENTS[name]), ASKING_VALUES)
+
+
+@pytest.mark.parametrize("name", sorted(set(ASKING) | set(CALLERS)))
+def test_no_plan_calls_visible_to(conn, name):
+    # Asked directly or by a function of schema.sql the statement calls (shipment_page, free_time_facts, ...).
+    assert "visible_to" not in plan(conn, STATEMENTS[name], CALLERS.get(name, ASKING_VALUES), verbose=True)
+
+
 PREPARED = {f"{module}.{name}": value for module, name, value in (
     (info.name, name, value) for info in pkgutil.iter_modules(models.__path__)
     for name, value in vars(importlib.import_module(f"models.{info.name}")).items())
