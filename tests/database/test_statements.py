@@ -15,7 +15,7 @@ import psycopg2
 import pytest
 
 import models
-from models import db, documents, free_time_queries, shipments, webhook_deliveries
+from models import db, free_time_queries, shipments, webhook_deliveries
 
 # What PostgreSQL can PREPARE; the other statements (SET, CREATE TABLE IF NOT EXISTS) are run instead, in a
 # transaction rolled back, with 1 for each parameter.
@@ -93,12 +93,6 @@ def test_postgresql_prepares_the_statement(conn, name):
 def words(text):
     """`text` with its whitespace and line breaks folded, to compare statements written out twice."""
     return " ".join(text.replace("(\n", "( ").split())
-
-
-def test_a_document_has_the_same_columns_in_a_list_and_alone():
-    def columns(text):
-        return words(text.split("FROM documents d")[0].split("FROM shipments s")[0]).split("SELECT ", 1)[1]
-    assert columns(documents.LIST_SQL) == "s.id AS found_shipment_id, " + columns(documents.GET_SQL)
 
 
 def test_free_time_facts_read_the_milestones_the_engine_reads():
