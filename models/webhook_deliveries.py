@@ -60,47 +60,11 @@ UPDATE webhook_deliveries d SET next_attempt_at = %(now)s
       FOR UPDATE SKIP LOCKED))
 """
 
-# claim_due: lock_claimable_endpoints (schema.sql) keeping the locked endpoints in a transaction-local setting,
-# then the claim, in one round trip: up to `cap` in flight per endpoint in all processes, due deliveries leased
-# by pushing next_attempt_at forward (a dead pass's work is due again when the lease ends), and their attempts
-# started (start_attempts, schema.sql).  Deliveries are taken in turns between organizations: the first of each
-# organization (earliest due first) before anyone's second, so that one organization's backlog cannot fill a
-# claim while another's delivery waits (the turns need every locked endpoint's free share read and locked first:
-# at most `cap` rows per endpoint, of endpoints no other claim may touch meanwhile).
+# claim_due: the function claim_due_deliveries (schema.sql), the claim in one statement: due deliveries leased
+# in turns between organizations, at most `cap` in flight per endpoint in all processes, their attempts started.
 _CLAIM_DUE_SQL = """
-SELECT set_config('shiptrack.claimable', (SELECT coalesce(string_agg(id::text, ','), '')
-                                            FROM lock_claimable_endpoints(%(now)s, %(limit)s, %(space)s) AS id),
-                  true);
-WITH free AS (
-  -- The FILTER keeps state and next_attempt_at out of the scan's conditions, so that it reads the few
-  -- leased rows (webhook_deliveries_leased_idx), not every pending row due later (next_idx: an endpoint
-  -- with thousands of retries waiting made each claim cost 10 ms of server CPU).
-  SELECT f.endpoint_id, e.organization_id,
-         %(cap)s - (SELECT count(*) FILTER (WHERE l.state = 'pending' AND l.next_attempt_at > %(now)s)
-                      FROM webhook_deliveries l
-                     WHERE l.endpoint_id = f.endpoint_id AND l.lease_token IS NOT NULL) AS free
-    FROM unnest(string_to_array(current_setting('shiptrack.claimable', true), ',')::bigint[]) AS f (endpoint_id)
-    JOIN webhook_endpoints e ON e.id = f.endpoint_id
-), picked AS (
-  SELECT d.id
-    FROM free f
-   CROSS JOIN LATERAL (
-     SELECT d.id, d.next_attempt_at FROM webhook_deliveries d
-      WHERE d.endpoint_id = f.endpoint_id AND d.state = 'pending' AND d.next_attempt_at <= %(now)s
-      ORDER BY d.next_attempt_at, d.id
-      LIMIT f.free
-        FOR UPDATE SKIP LOCKED) d
-   WHERE f.free > 0
-   ORDER BY row_number() OVER (PARTITION BY f.organization_id ORDER BY d.next_attempt_at, d.id),
-            d.next_attempt_at, d.id
-   LIMIT %(limit)s
-), claimed AS (
-  UPDATE webhook_deliveries d
-     SET next_attempt_at = %(lease_until)s, lease_token = %(token)s, lease_holder = %(holder)s
-   WHERE d.id = ANY (ARRAY(SELECT id FROM picked))  -- by the primary key: a join read the whole table
-  RETURNING d.*
-)
-SELECT * FROM start_attempts(ARRAY(SELECT c::webhook_deliveries FROM claimed c), %(now)s)
+SELECT id, event_id, endpoint_id, reason, attempt, max_attempts, lease_token, attempt_id, url, secret, type, body
+  FROM claim_due_deliveries(%(now)s, %(lease_until)s, %(token)s, %(cap)s, %(limit)s, %(space)s, %(holder)s)
 """
 
 # create_claimed: a delivery born leased to the caller (test events and resends are sent at once),
@@ -165,11 +129,9 @@ FINISH_COLUMNS = ("ids", "tokens", "attempts", "states", "next_attempt_at", "sta
 def claim_due(conn, now, lease_until, token, cap, limit, holder=None):
     """Lease up to `limit` due deliveries (ClaimedDelivery records), at most `cap` in flight per endpoint.
 
-    The cap counts every process's leases.  Two statements sent together, in the caller's transaction
-    or (on an autocommit connection) in the one implicit transaction of a multi-statement query:
-    the endpoints' locks (lock_claimable_endpoints), then the claim, whose snapshot (each statement takes
-    its own) sees every lease committed before the locks.  `holder`: the caller's key (hold), or None (the
-    lease runs out by its time).
+    The cap counts every process's leases: claim_due_deliveries (schema.sql) counts them only once it holds
+    its endpoints' locks, in a statement of its own.  `holder`: the caller's key (hold), or None (the lease
+    runs out by its time).
     """
     rows = execute_all(conn, _CLAIM_DUE_SQL, {"now": now, "lease_until": lease_until, "token": token, "cap": cap,
                                               "limit": limit, "space": CAP_LOCK_SPACE, "holder": holder})

@@ -3,8 +3,7 @@
 A statement is named once, as a module-level constant ending in `_SQL` (or a models.db.Prepared); they
 are collected here by that rule, so a new one cannot be forgotten, and each is prepared against the
 fresh schema: a misspelt column or a broken join fails here, before a request meets it. A rule several
-statements share is a function of schema.sql they call, which PostgreSQL must plan inside each of them;
-the rules still written out in more than one statement (the webhook claim's) are held equal.
+statements share is a function of schema.sql they call, which PostgreSQL must plan inside each of them.
 """
 import importlib
 import pkgutil
@@ -15,7 +14,7 @@ import psycopg2
 import pytest
 
 import models
-from models import db, free_time_queries, shipments, webhook_deliveries
+from models import db, free_time_queries, shipments
 
 # What PostgreSQL can PREPARE; the other statements (SET, CREATE TABLE IF NOT EXISTS) are run instead, in a
 # transaction rolled back, with 1 for each parameter.
