@@ -96,16 +96,12 @@ def on_starting(server):
 
 def post_worker_init(worker):
     """Each worker waits at most DATABASE_CLIENT_TIMEOUT for any answer of the database (models/deadline.py),
-    builds the MCP server before it serves (its first POST /mcp would wait seconds for it), and starts
-    listening for changes to tokens (api/guard.py)."""
-    from api import guard
+    and builds the MCP server before it serves (its first POST /mcp would wait seconds for it)."""
     from mcp_server import http as mcp_http
     from models import deadline
 
     deadline.install(load_config()["DATABASE_CLIENT_TIMEOUT"])
-    flask_app = worker.app.wsgi()  # the Flask app as loaded (worker.wsgi is serving.py's wrapper of it)
-    mcp_http.prepare(flask_app)
-    guard.listen(flask_app)
+    mcp_http.prepare(worker.app.wsgi())  # the Flask app as loaded (worker.wsgi is serving.py's wrapper of it)
 
 
 def when_ready(server):

@@ -1095,10 +1095,22 @@ CREATE OR REPLACE TRIGGER documents_touch
 -- Rules the statements of models/ share, each written once here
 -- ---------------------------------------------------------------------------
 
--- Each is LANGUAGE sql, STABLE, neither STRICT nor SECURITY DEFINER nor SET: PostgreSQL then inlines it
--- into the statement that calls it (a subquery in the caller's plan, planned with the caller's values), so
--- a statement plans as if the rule were written out in it. Parameters are written with their function's
--- name (shipment_page.archived): where a column has the same name, the column would win.
+-- Each is LANGUAGE sql, STABLE (IMMUTABLE when it reads only its arguments), neither STRICT nor SECURITY
+-- DEFINER nor SET: PostgreSQL then inlines it into the statement that calls it (a subquery in the caller's
+-- plan, or an expression in its conditions, planned with the caller's values), so a statement plans as if
+-- the rule were written out in it. Parameters are written with their function's name
+-- (shipment_page.archived): where a column has the same name, the column would win.
+
+-- Whether a shipment is visible to an organization: the organization's own, neither awaiting approval nor
+-- owned elsewhere. Every statement that reads what the API shows asks it (`visible_to(s, %(organization_id)s)`
+-- in models/), and so do the functions below and the webhook events' triggers. One expression of the row's
+-- columns, inlined into the caller's conditions: the planner sees the columns themselves, so the caller's
+-- indexes serve as with the rule written out, the partial ones on visible shipments too (their predicates
+-- write it out: a predicate is matched against the caller's conditions once this is inlined).
+CREATE OR REPLACE FUNCTION visible_to(s shipments, organization_id bigint) RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT s.organization_id = visible_to.organization_id AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
+$$;
 
 -- The page of visible shipments GET /shipments and GET /shipments/{id} read (models/shipments.py), newest
 -- first: the organization's, neither awaiting approval nor owned elsewhere, through the filters given (NULL
@@ -1118,8 +1130,7 @@ RETURNS SETOF shipments
 LANGUAGE sql STABLE AS $$
   SELECT s.*
     FROM shipments s
-   WHERE s.organization_id = shipment_page.organization_id
-     AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
+   WHERE visible_to(s, shipment_page.organization_id)
      AND (shipment_page.shipment_id IS NULL OR s.id = shipment_page.shipment_id)
      AND (shipment_page.shipment_ids IS NULL OR s.id = ANY (shipment_page.shipment_ids))
      AND (shipment_page.archived IS NULL OR s.archived = shipment_page.archived)
@@ -1188,8 +1199,7 @@ LANGUAGE sql STABLE AS $$
       SELECT n.detention_free_days AS free_days, n.free_days_basis AS basis FROM arrival_notices n
        WHERE n.shipment_id = s.id AND n.detention_free_days IS NOT NULL
        ORDER BY n.received_at DESC, n.id DESC LIMIT 1) nt ON true
-   WHERE s.organization_id = free_time_facts.organization_id
-     AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
+   WHERE visible_to(s, free_time_facts.organization_id)
 $$;
 
 -- The shipments GET /free_time/at_risk considers at `as_of` (a superset: the engine decides), found through
@@ -1215,8 +1225,7 @@ LANGUAGE sql STABLE AS $$
              ) d
            WHERE e.milestone = 'discharged' AND e.actual
              AND e.occurred_at >= at_risk_candidates.as_of - make_interval(days => at_risk_candidates.window_days + 1)
-             AND s.organization_id = at_risk_candidates.organization_id
-             AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
+             AND visible_to(s, at_risk_candidates.organization_id)
              AND s.transport_type = 'ocean' AND NOT s.archived AND s.status <> 'in_warehouse'
              AND NOT EXISTS (
                SELECT 1 FROM tracking_events g
@@ -1569,11 +1578,71 @@ LANGUAGE sql VOLATILE AS $$
    ORDER BY d.id;
 $$;
 
--- True when events about this shipment may be sent (not awaiting approval, not someone else's).
+-- The claim of due deliveries (models/webhook_deliveries.py claim_due), procrastinate's fetch_job as one
+-- function: up to `lim` deliveries due by `claimed_at` leased to the caller (`lease_until`, `token`, `holder`),
+-- at most `cap` in flight per endpoint in all processes, their attempts started (start_attempts). Deliveries
+-- are taken in turns between organizations: the first of each organization (earliest due first) before
+-- anyone's second, so that one organization's backlog cannot fill a claim while another's delivery waits (the
+-- turns need every locked endpoint's free share read and locked first: at most `cap` rows per endpoint, of
+-- endpoints no other claim may touch meanwhile). Two statements: the endpoints' locks
+-- (lock_claimable_endpoints), then the claim, which counts the leases with a snapshot of its own (a VOLATILE
+-- PL/pgSQL function takes one per statement) that sees every claim committed before the locks were granted.
+CREATE OR REPLACE FUNCTION claim_due_deliveries(
+  claimed_at timestamptz, lease_until timestamptz, token uuid, cap integer, lim integer, lock_space integer,
+  holder integer)
+RETURNS TABLE (id bigint, event_id bigint, endpoint_id bigint, reason text, attempt integer,
+               max_attempts integer, lease_token uuid, attempt_id bigint, url text, secret text, type text,
+               body text)
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  claimable bigint[] := ARRAY(SELECT l.id FROM lock_claimable_endpoints(claim_due_deliveries.claimed_at,
+                                                                        claim_due_deliveries.lim,
+                                                                        claim_due_deliveries.lock_space) AS l (id));
+BEGIN
+  RETURN QUERY
+  WITH free AS (
+    -- The FILTER keeps state and next_attempt_at out of the scan's conditions, so that it reads the few
+    -- leased rows (webhook_deliveries_leased_idx), not every pending row due later (next_idx: an endpoint
+    -- with thousands of retries waiting made each claim cost 10 ms of server CPU).
+    SELECT f.endpoint_id, e.organization_id,
+           claim_due_deliveries.cap - (
+             SELECT count(*) FILTER (WHERE l.state = 'pending' AND l.next_attempt_at > claim_due_deliveries.claimed_at)
+               FROM webhook_deliveries l
+              WHERE l.endpoint_id = f.endpoint_id AND l.lease_token IS NOT NULL) AS free
+      FROM unnest(claimable) AS f (endpoint_id)
+      JOIN webhook_endpoints e ON e.id = f.endpoint_id
+  ), picked AS (
+    SELECT d.id
+      FROM free f
+     CROSS JOIN LATERAL (
+       SELECT d.id, d.next_attempt_at FROM webhook_deliveries d
+        WHERE d.endpoint_id = f.endpoint_id AND d.state = 'pending'
+          AND d.next_attempt_at <= claim_due_deliveries.claimed_at
+        ORDER BY d.next_attempt_at, d.id
+        LIMIT f.free
+          FOR UPDATE SKIP LOCKED) d
+     WHERE f.free > 0
+     ORDER BY row_number() OVER (PARTITION BY f.organization_id ORDER BY d.next_attempt_at, d.id),
+              d.next_attempt_at, d.id
+     LIMIT claim_due_deliveries.lim
+  ), claimed AS (
+    UPDATE webhook_deliveries d
+       SET next_attempt_at = claim_due_deliveries.lease_until, lease_token = claim_due_deliveries.token,
+           lease_holder = claim_due_deliveries.holder
+     WHERE d.id = ANY (ARRAY(SELECT p.id FROM picked p))  -- by the primary key: a join read the whole table
+    RETURNING d.*
+  )
+  SELECT * FROM start_attempts(ARRAY(SELECT c::webhook_deliveries FROM claimed c), claim_due_deliveries.claimed_at);
+END
+$$;
+
+-- True when a row written now about this shipment makes a webhook event (the check runs' and the alerts'
+-- triggers ask it first): not a row a bulk loader writes as history (SET LOCAL shiptrack.history = 'on', the
+-- demo seed: past changes are not news), and only about a shipment visible to its organization.
 CREATE OR REPLACE FUNCTION shipment_evented(shipment_id bigint) RETURNS boolean
 LANGUAGE sql STABLE AS $$
-  SELECT coalesce((SELECT NOT s.awaiting_approval AND NOT s.owned_elsewhere
-                     FROM shipments s WHERE s.id = shipment_id), false)
+  SELECT current_setting('shiptrack.history', true) IS DISTINCT FROM 'on'
+     AND coalesce((SELECT visible_to(s, s.organization_id) FROM shipments s WHERE s.id = shipment_id), false)
 $$;
 
 -- A timestamp as the API writes it (UTC, to the second, Z suffix), for previous_attributes.
@@ -1599,7 +1668,7 @@ BEGIN
     END IF;
     RETURN;
   END IF;
-  IF shipment.awaiting_approval OR shipment.owned_elsewhere THEN
+  IF NOT visible_to(shipment, shipment.organization_id) THEN
     RETURN;
   END IF;
   INSERT INTO events (organization_id, type, shipment_id, previous_attributes)
@@ -1634,10 +1703,6 @@ CREATE OR REPLACE TRIGGER shipments_record_events
 CREATE OR REPLACE FUNCTION check_runs_record_event() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-  -- Rows a bulk loader writes as history (SET LOCAL shiptrack.history = 'on', demo seed) are not news.
-  IF current_setting('shiptrack.history', true) = 'on' THEN
-    RETURN NULL;
-  END IF;
   IF NOT shipment_evented(NEW.shipment_id) THEN
     RETURN NULL;
   END IF;
@@ -1671,10 +1736,6 @@ CREATE OR REPLACE TRIGGER check_runs_record_event_update
 CREATE OR REPLACE FUNCTION alerts_record_event() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-  -- Rows a bulk loader writes as history (SET LOCAL shiptrack.history = 'on', demo seed) are not news.
-  IF current_setting('shiptrack.history', true) = 'on' THEN
-    RETURN NULL;
-  END IF;
   IF NOT shipment_evented(NEW.shipment_id)
      OR NOT coalesce((SELECT k.customer_visible FROM alert_kinds k WHERE k.key = NEW.key), false) THEN
     RETURN NULL;

@@ -90,7 +90,7 @@ def read_again_if_lost(view):
 
 def _discard_conn():
     conn = g.pop("conn")
-    db.checkin(database(), conn, broken=True)
+    db.checkin(conn, broken=True)
 
 
 def release_conn(error=None):
@@ -110,7 +110,7 @@ def release_conn(error=None):
         log.warning("connection lost at the end of a request: %s", lost)
         broken = True
     finally:
-        db.checkin(database(), conn, broken=broken)
+        db.checkin(conn, broken=broken)
 
 
 def principal():

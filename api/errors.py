@@ -1,7 +1,7 @@
 """The one error contract: {error: {type, code, message, param}}, produced here only."""
 import logging
 
-from flask import current_app, g, jsonify
+from flask import current_app, jsonify
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound, RequestEntityTooLarge
 
 from api import metrics
@@ -218,15 +218,11 @@ def _database_conflict(error):
                                              f"in Retry-After ({CONFLICT_RETRY_AFTER})."))
 
 
-def _database_error(error):
-    # The connection layer (models/db.py) raised the database being away as DatabaseUnavailable; a driver's
-    # error from elsewhere (a closed connection's setters) is translated here. A statement's error is a
-    # bug and stays a 500.
-    unavailable = db.translate(error, g.get("conn"))
-    if unavailable is None:
-        metrics.DATABASE_ERRORS.labels("statement").inc()
-        raise error
-    return _database_unavailable(unavailable)
+def _statement_error(error):
+    # The database being away comes as DatabaseUnavailable (models/cursors.py translates every call of the
+    # driver's): a statement's error is a bug, counted, and stays a 500.
+    metrics.DATABASE_ERRORS.labels("statement").inc()
+    raise error
 
 
 def register_error_handlers(app):
@@ -234,10 +230,9 @@ def register_error_handlers(app):
     app.register_error_handler(ApiError, error_response)
     app.register_error_handler(HTTPException, lambda exc: error_response(_from_http_exception(exc)))
     app.register_error_handler(db.DatabaseUnavailable, _database_unavailable)
-    for conflict in db.TransientConflict:  # more specific than OperationalError, so chosen before it
+    for conflict in db.TransientConflict:  # more specific than db.Error, so chosen before it
         app.register_error_handler(conflict, _database_conflict)
-    app.register_error_handler(db.OperationalError, _database_error)
-    app.register_error_handler(db.InterfaceError, _database_error)
+    app.register_error_handler(db.Error, _statement_error)
 
 
 # The words of a 429 (api/guard.py raises it).

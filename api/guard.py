@@ -151,13 +151,6 @@ def kept_principals():
     return kept
 
 
-def listen(app):
-    """Start this process's listening for changes to tokens before its first request (gunicorn.conf.py,
-    post_worker_init), so that the principals it keeps first are kept while it hears."""
-    with app.app_context():
-        kept_principals().listener.start()
-
-
 def reservations():
     """This application's reservations of the rate limits (models.rate_limits.Reservations), made on first use."""
     held = current_app.extensions.get("rate_limits")

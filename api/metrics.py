@@ -110,16 +110,14 @@ class DatabaseGauges:
         except db.DatabaseUnavailable as error:
             log.warning("metrics: database unreachable: %s", error)
             return None
-        broken = False
         try:
             conn.autocommit = True
             return monitoring.gauges(conn, self.timeout_seconds)
         except (db.DatabaseUnavailable, db.Error) as error:
-            broken = isinstance(error, db.DatabaseLost) or bool(conn.closed)
-            log.warning("metrics: the gauges' statement failed: %s", " ".join(str(error).split()))
+            log.warning("metrics: the gauges' statement failed: %s", db.describe(error))
             return None
         finally:
-            db.checkin(self.database, conn, broken=broken)
+            db.checkin(conn)  # a lost one is closed already, or found dead at its next checkout
 
 
 class _Process:

@@ -86,7 +86,7 @@ class Probes:
             if self._conn is None or self._conn.closed:  # the client's deadline gave the connection up
                 return self._not_ready("the service cannot reach its database")
             return self._not_ready(f"the database did not answer within {timeout:g} s")
-        except (db.DatabaseUnavailable, db.OperationalError, db.InterfaceError):
+        except db.DatabaseUnavailable:
             if self._conn is not None:
                 self._conn.close()  # in a state nothing can tell: made again at the next check
             return self._not_ready("the service cannot reach its database")

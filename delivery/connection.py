@@ -8,7 +8,6 @@ import random
 import select
 import time
 
-
 from models import db
 
 log = logging.getLogger("delivery")
@@ -23,21 +22,6 @@ LISTEN_RETRY_FIRST_SECONDS = 5.0
 LISTEN_RETRY_MAX_SECONDS = 60.0
 
 DatabaseUnavailable = db.DatabaseUnavailable
-# What a lost or hung connection raises: the project's type from a statement (models/cursors.py), the
-# driver's own from the calls models/ does not wrap (a LISTEN connection's poll); classify tells which.
-_CONNECTION_ERRORS = (db.DatabaseUnavailable, db.OperationalError, db.InterfaceError)
-
-
-def connection_lost(error, conn=None):
-    """True when a database error means the connection is gone or not answering (models.db.classify).
-
-    A setup error (credentials, database, a pooler's configuration) raises DatabaseSetupError: waiting
-    does not fix it. A failed statement (a deadlock, a serialization failure, a bug) is False.
-    """
-    kind = db.classify(error, conn)
-    if kind == db.SETUP:
-        raise db.DatabaseSetupError(db.describe(error)) from error
-    return kind in (db.LOST, db.TIMEOUT)
 
 
 class Link:
@@ -61,6 +45,9 @@ class Link:
     def run(self, turn, deadline):
         """`turn()`'s value; None when a lost connection cut it and was made again by `deadline` (None: for ever),
         or when a deadlock or serialization failure cut each of its CONFLICT_TRIES tries (the next turn tries again).
+
+        A setup error (credentials, database, a pooler's configuration) is raised: waiting does not fix it.
+        A failed statement (a bug) is raised too.
         """
         for tries in range(1, db.CONFLICT_TRIES + 1):
             try:
@@ -76,15 +63,15 @@ class Link:
                 log.warning("database conflict, turn retried in %.2f s (try %s of %s) error=%r",
                             pause, tries + 1, db.CONFLICT_TRIES, db.describe(error))
                 time.sleep(pause)
-            except _CONNECTION_ERRORS as error:
-                if not connection_lost(error, self.conn):
-                    raise
+            except db.DatabaseSetupError:
+                raise
+            except DatabaseUnavailable as error:
                 self.reconnect(error, deadline)
                 return None
 
     def reconnect(self, error, deadline):
         """Replace a lost connection, waiting with backoff; DatabaseUnavailable past `deadline` (or `give_up_at`)."""
-        what = "not answering" if db.classify(error) == db.TIMEOUT else "connection lost"
+        what = "not answering" if isinstance(error, db.DatabaseTimeout) else "connection lost"
         log.warning("database %s, reconnecting; %s requests in flight and %s outcomes kept error=%r",
                     what, *self.kept(), str(error).strip())
         try:
@@ -146,10 +133,9 @@ class Listener:
                 self._go_deaf()
                 return False
             conn.autocommit = True
-            with conn.cursor() as cur:
-                cur.execute(f"LISTEN {CHANNEL}")
-        except (db.DatabaseUnavailable, db.OperationalError) as error:
-            if db.classify(error) == db.SETUP:
+            db.execute(conn, f"LISTEN {CHANNEL}")
+        except DatabaseUnavailable as error:
+            if isinstance(error, db.DatabaseSetupError):
                 log.error("cannot LISTEN, a setup error (new events are found by polling): %s", db.describe(error))
                 self.deaf = True
             self._retry_at = time.monotonic() + self._retry_wait
@@ -168,7 +154,7 @@ class Listener:
             return False
         try:
             self.conn.poll()
-        except _CONNECTION_ERRORS:
+        except DatabaseUnavailable:
             self.close()
             return self.connect()
         news = bool(self.conn.notifies)

@@ -33,7 +33,7 @@ import urllib3
 from prometheus_client import Counter, Histogram, start_http_server
 from urllib3.util import SKIP_HEADER
 
-from delivery import signing, ssrf, transport
+from delivery import signing, ssrf, transport, watchdog
 from delivery.secret_key import UNUSABLE
 from models.webhook_deliveries import ClaimedDelivery
 from rendering.ids import PREFIXES, format_id
@@ -115,7 +115,7 @@ class Sender:
 
     def _exchange(self, target, headers, body, started, may_retry):
         deadline = started + self.total_seconds
-        with transport.attempting(target, deadline) as attempt:
+        with watchdog.attempting(target, deadline) as attempt:
             remaining = max(0.001, deadline - time.monotonic())
             try:
                 response = self.client.post(f"https://{_bracket(target.address)}:{target.port}{target.path}",

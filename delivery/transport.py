@@ -11,8 +11,8 @@
   `assert_hostname` (the real host) to the pool key, so urllib3 sends SNI for, and checks the
   certificate against, the host name, and no second DNS lookup can redirect the request.
 - requests' timeouts bound each socket operation, not the attempt, so `_DeadlineConnection` (the
-  pools' connection class) hands its socket to the WATCHDOG at the attempt's deadline, which
-  travels in a threading.local (`attempting()`).
+  pools' connection class) hands its socket to the watchdog at the attempt's deadline, which
+  travels in a threading.local (delivery/watchdog.py, `attempting()`).
 - The receiver's time is taken on the same Attempt: when the request was written and when the
   reply's first byte was read (`_CheckedResponse`), so the 10 s rule leaves out the sender's own
   waits (the lookup, connecting, TLS).
@@ -20,141 +20,19 @@
   (an end of stream ends its header loop like a blank line); `_CheckedResponse` refuses it (`CutHead`).
 - Connections are kept alive per (address, host), never reused after IDLE_SECONDS idle.
 """
-import heapq
 import http.client
-import itertools
-import socket
 import ssl
-import threading
 import time
-from contextlib import contextmanager
 
 import requests
 import urllib3
 from requests.adapters import HTTPAdapter
 from urllib3.util.ssl_ import create_urllib3_context
 
+from delivery import watchdog
+
 IDLE_SECONDS = 20.0     # an idle kept-alive connection older than this is not reused
 POOL_HOSTS = 1024       # (address, host) pools kept; the least recently used beyond this is closed
-
-_local = threading.local()
-
-
-# The watchdog: one thread that cuts sockets at their deadline, so no request outlives the 15 s limit.
-# Socket timeouts bound each read, not the whole exchange: a receiver dripping a byte every few seconds
-# would otherwise hold a worker for ever.
-
-class Watch:
-    """A registered socket; `fired` tells the sender its deadline cut the exchange."""
-
-    __slots__ = ("deadline", "sock", "active", "fired")
-
-    def __init__(self, deadline, sock):
-        self.deadline, self.sock, self.active, self.fired = deadline, sock, True, False
-
-
-class Watchdog:
-    """Shuts sockets down at their monotonic deadline."""
-
-    def __init__(self):
-        self._condition = threading.Condition()
-        self._heap = []
-        self._counter = itertools.count()
-        self._thread = None
-
-    def watch(self, sock, deadline):
-        """Cut `sock` at `deadline` (time.monotonic()) unless cancelled first."""
-        entry = Watch(deadline, sock)
-        with self._condition:
-            heapq.heappush(self._heap, (deadline, next(self._counter), entry))
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="webhook-watchdog", daemon=True)
-                self._thread.start()
-            if self._heap[0][2] is entry:
-                # Only an earlier deadline than the thread sleeps towards needs it awake (a pass's
-                # deadlines come in order, so that is rare): waking it per request cost the senders the lock.
-                self._condition.notify()
-        return entry
-
-    def cancel(self, entry):
-        """Stop watching; returns True when the deadline had already cut the socket."""
-        with self._condition:
-            entry.active = False
-            return entry.fired
-
-    def _run(self):
-        while True:
-            with self._condition:
-                while self._heap and not self._heap[0][2].active:
-                    heapq.heappop(self._heap)
-                if not self._heap:
-                    self._condition.wait()
-                    continue
-                wait = self._heap[0][0] - time.monotonic()
-                if wait > 0:
-                    self._condition.wait(wait)
-                    continue
-                entry = heapq.heappop(self._heap)[2]
-                entry.fired = True
-                entry.active = False
-            try:
-                entry.sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass  # already closed by its owner
-
-
-WATCHDOG = Watchdog()
-
-
-class Attempt:
-    """One try of one request in this thread: its target, deadline and watched sockets."""
-
-    def __init__(self, target, deadline):
-        self.target, self.deadline = target, deadline
-        self.watches = []
-        self.fired = False
-        self.reused = False
-        self.written = None   # time.monotonic() when the request had been written to the socket
-        self.answered = None  # time.monotonic() when the reply's first byte was read
-
-    def waited(self):
-        """Seconds from the request written to the reply's first byte read: the receiver's time."""
-        return self.answered - self.written
-
-    def watch(self, sock):
-        """Have the watchdog shut `sock` at this attempt's deadline (once per socket)."""
-        if sock is not None and not any(w.sock is sock and w.active for w in self.watches):
-            self.watches.append(WATCHDOG.watch(sock, self.deadline))
-
-    def release(self, sock):
-        """Stop watching `sock` (its connection goes back to the pool); True when the deadline had cut it."""
-        cut = False
-        for entry in self.watches:
-            if entry.sock is sock and entry.active:
-                cut = WATCHDOG.cancel(entry) or cut
-        self.fired = self.fired or cut
-        return cut
-
-    def finish(self):
-        """Stop watching everything; True when the deadline cut this attempt."""
-        for entry in self.watches:
-            self.fired = WATCHDOG.cancel(entry) or self.fired
-        self.watches.clear()
-        return self.fired
-
-
-def _current():
-    return getattr(_local, "attempt", None)
-
-
-@contextmanager
-def attempting(target, deadline):
-    """This thread's Attempt while the block runs: its requests go to `target` only and end at `deadline`."""
-    current = _local.attempt = Attempt(target, deadline)
-    try:
-        yield current
-    finally:
-        _local.attempt = None
 
 
 class CutHead(http.client.HTTPException):
@@ -188,7 +66,7 @@ class _CheckedResponse(http.client.HTTPResponse):
     def begin(self):
         if self.headers is not None:
             return
-        attempt = _current()
+        attempt = watchdog.current()
         if self.fp.peek(1) and attempt is not None:  # waits for the first byte; it stays buffered
             attempt.answered = time.monotonic()
         reader = _HeadReader(self.fp)
@@ -213,7 +91,7 @@ class _DeadlineConnection(urllib3.connection.HTTPSConnection):
 
     def _new_conn(self):
         sock = super()._new_conn()
-        attempt = _current()
+        attempt = watchdog.current()
         if attempt is not None:
             # The TLS handshake is bounded as a whole by the socket timeout (CPython's
             # do_handshake keeps one deadline), so it also ends at the attempt's deadline.
@@ -223,12 +101,12 @@ class _DeadlineConnection(urllib3.connection.HTTPSConnection):
     def connect(self):
         self.exchanges = 0
         super().connect()
-        attempt = _current()
+        attempt = watchdog.current()
         if attempt is not None:
             attempt.watch(self.sock)
 
     def request(self, *args, **kwargs):
-        attempt = _current()
+        attempt = watchdog.current()
         if attempt is not None:
             attempt.reused = self.exchanges > 0
             attempt.watch(self.sock)
@@ -254,7 +132,7 @@ class _DeadlinePool(urllib3.HTTPSConnectionPool):
         return conn
 
     def _put_conn(self, conn):
-        attempt = _current()
+        attempt = watchdog.current()
         if conn is not None:
             # Unwatch before the connection can go to another thread; one the deadline cut is not kept.
             if attempt is not None and attempt.release(conn.sock):
@@ -281,7 +159,7 @@ class _PinnedAdapter(HTTPAdapter):
 
     def build_connection_pool_key_attributes(self, request, verify, cert=None):
         host_params, pool_kwargs = super().build_connection_pool_key_attributes(request, verify, cert)
-        attempt = _current()
+        attempt = watchdog.current()
         if (attempt is None or host_params["scheme"] != "https"
                 or host_params["host"] != attempt.target.address):
             raise requests.exceptions.InvalidURL(f"{request.url} is not the checked address of this attempt")

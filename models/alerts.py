@@ -1,4 +1,5 @@
 """Monitoring alerts as the API shows them: open, of customer-visible kinds, on visible shipments."""
+from models.db import execute_all, execute_one
 
 # list_alerts / get_alert: open alerts of customer-visible kinds on shipments the API shows
 # (archived included; awaiting approval or owned elsewhere excluded), newest first (keyset on id).
@@ -11,10 +12,9 @@ SELECT a.id, a.shipment_id, s.reference AS shipment_reference, a.key, k."group",
   JOIN alert_kinds k ON k.key = a.key
   JOIN shipments s ON s.id = a.shipment_id
  WHERE a.organization_id = %(organization_id)s
-   AND s.organization_id = %(organization_id)s
    AND (%(include_resolved)s OR a.resolved_at IS NULL)
    AND k.customer_visible
-   AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
+   AND visible_to(s, %(organization_id)s)
    AND (%(alert_id)s::bigint IS NULL OR a.id = %(alert_id)s)
    AND (%(shipment_id)s::bigint IS NULL OR a.shipment_id = %(shipment_id)s)
    AND (%(starting_after)s::bigint IS NULL OR a.id < %(starting_after)s)
@@ -27,9 +27,7 @@ def list_alerts(conn, organization_id, limit, shipment_id=None, starting_after=N
     """Up to `limit` open customer-visible alerts, newest first."""
     params = {"organization_id": organization_id, "limit": limit, "alert_id": None, "include_resolved": False,
               "shipment_id": shipment_id, "starting_after": starting_after}
-    with conn.cursor() as cur:
-        cur.execute(LIST_SQL, params)
-        return cur.fetchall()
+    return execute_all(conn, LIST_SQL, params)
 
 
 def get_alert(conn, organization_id, alert_id):
@@ -37,6 +35,4 @@ def get_alert(conn, organization_id, alert_id):
     its kind is internal or its shipment is hidden or another organization's."""
     params = {"organization_id": organization_id, "limit": 1, "alert_id": alert_id, "include_resolved": True,
               "shipment_id": None, "starting_after": None}
-    with conn.cursor() as cur:
-        cur.execute(LIST_SQL, params)
-        return cur.fetchone()
+    return execute_one(conn, LIST_SQL, params)

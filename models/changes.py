@@ -14,6 +14,8 @@ pg_stat_activity shows every session's database and backend_xid to any role (onl
 state need pg_read_all_stats). What it cannot place (a prepared transaction) keeps holding the
 horizon: slower, never wrong.  docs/sync.md explains it for users.
 """
+from models.db import execute_all
+
 # GET /changes: live and deleted shipments after a position, below the horizon (the first three CTEs:
 # changes of transactions below it are final, module docstring), oldest change first.
 # Each branch is one range scan of its (organization_id, change_xid, id) index. A deletion is ignored
@@ -33,7 +35,7 @@ horizon AS (
                   pg_snapshot_xmax(snapshot.taken)) AS xmin
     FROM snapshot),
 live AS (
-  SELECT s.id, s.revision, s.change_xid, NOT s.awaiting_approval AND NOT s.owned_elsewhere AS visible
+  SELECT s.id, s.revision, s.change_xid, visible_to(s, %(organization_id)s) AS visible
     FROM shipments s
    WHERE s.organization_id = %(organization_id)s AND s.ever_visible
      AND (s.change_xid, s.id) > (%(after_xid)s::text::xid8, %(after_id)s::bigint)
@@ -73,10 +75,8 @@ def changes_after(conn, organization_id, position, limit):
     every transaction of the server.
     """
     after_xid, after_id = position
-    with conn.cursor() as cur:
-        cur.execute(FEED_SQL, {"organization_id": organization_id, "after_xid": str(after_xid),
-                               "after_id": after_id, "limit": limit})
-        rows = cur.fetchall()
+    rows = execute_all(conn, FEED_SQL, {"organization_id": organization_id, "after_xid": str(after_xid),
+                                        "after_id": after_id, "limit": limit})
     if rows[0]["beyond"]:
         raise CursorBeyond(position)
     return [((int(row["change_xid"]), row["id"]), row["id"], row["revision"], row["visible"])

@@ -1,7 +1,9 @@
-"""The cursor and connection classes of every connection (models.db.connect), and prepared statements.
+"""The cursor and connection classes of every connection (models.db.connect), prepared statements, and the
+three calls every model runs its statements through (execute, execute_one, execute_all).
 
-Where the driver is called (a statement, a fetch, a commit, a rollback), its error meaning the database
-is away is raised as the project's own (models/db_errors.py); a statement's error passes as it is.
+Where the driver is called (a statement, a fetch, a new cursor, a commit, a rollback, the autocommit and
+isolation setters, a LISTEN connection's poll), its error meaning the database is away is raised as the
+project's own (models/db_errors.py); a statement's error passes as it is.
 """
 import re
 from datetime import datetime, timezone
@@ -12,6 +14,7 @@ import psycopg2.extensions
 from models.db_errors import translate
 
 _IDLE = psycopg2.extensions.TRANSACTION_STATUS_IDLE
+_DRIVER = psycopg2.extensions.connection  # the driver's own methods and setters, which Connection translates
 
 # The ends of what schema.sql's is_api_timestamp accepts. A value outside them ('infinity', a BC date, a
 # year past 9999: stored before that rule, or by a writer the rule did not hold) reads as the nearest end
@@ -117,17 +120,34 @@ class Connection(psycopg2.extensions.connection):
 
     def commit(self):
         """Commit; DatabaseLost (or another DatabaseUnavailable) when the database is away."""
-        try:
-            super().commit()
-        except psycopg2.Error as error:
-            _raise_translated(error, self)
+        _translated(_DRIVER.commit, self)
 
     def rollback(self):
         """Roll back; DatabaseLost (or another DatabaseUnavailable) when the database is away."""
-        try:
-            super().rollback()
-        except psycopg2.Error as error:
-            _raise_translated(error, self)
+        _translated(_DRIVER.rollback, self)
+
+    def cursor(self, *args, **kwargs):
+        """A new cursor; DatabaseLost on a connection already closed (the driver's InterfaceError)."""
+        return _translated(_DRIVER.cursor, self, *args, **kwargs)
+
+    def poll(self):
+        """Read what the server sent (a LISTEN connection's notifications); DatabaseLost when it is gone."""
+        return _translated(_DRIVER.poll, self)
+
+    # The setters refuse a closed connection with the driver's InterfaceError: db.transaction sets both
+    # around its block, on a connection the block may have lost.
+    autocommit = property(_DRIVER.autocommit.__get__,
+                          lambda self, value: _translated(_DRIVER.autocommit.__set__, self, value))
+    isolation_level = property(_DRIVER.isolation_level.__get__,
+                               lambda self, value: _translated(_DRIVER.isolation_level.__set__, self, value))
+
+
+def _translated(call, conn, *args, **kwargs):
+    # `call(conn, ...)`, one of the driver's own, its error meaning the database is away raised as the project's.
+    try:
+        return call(conn, *args, **kwargs)
+    except psycopg2.Error as error:
+        _raise_translated(error, conn)
 
 
 def _raise_translated(error, conn):
@@ -172,3 +192,31 @@ class Prepared:
             conn.prepared = conn.prepared | {self.name}
         cur.execute(self.execute_sql, params)
 
+
+
+def execute(conn, statement, params=None):
+    """Run one statement (SQL text, or a Prepared) on `conn`; the number of rows it wrote (or returned)."""
+    with conn.cursor() as cur:
+        _run(cur, statement, params)
+        return cur.rowcount
+
+
+def execute_one(conn, statement, params=None):
+    """The first row (a dict) one statement returns, or None when it returns none."""
+    with conn.cursor() as cur:
+        _run(cur, statement, params)
+        return cur.fetchone()
+
+
+def execute_all(conn, statement, params=None):
+    """Every row (a dict each) one statement returns, in its order."""
+    with conn.cursor() as cur:
+        _run(cur, statement, params)
+        return cur.fetchall()
+
+
+def _run(cur, statement, params):
+    if isinstance(statement, Prepared):
+        statement.execute(cur, params)
+    else:
+        cur.execute(statement, params)

@@ -3,12 +3,13 @@
 Each error is one of four kinds: the connection LOST (or the server away: it passes), a statement that
 ran out of its TIMEOUT (the database not answering in time: it passes too), a SETUP error (the URL,
 the credentials, the pooler's configuration: it does not pass by itself) or a bad STATEMENT (a bug, or
-a conflict such as a deadlock on a healthy connection). models/cursors.py and models/db.py raise the
-first three as DatabaseLost, DatabaseTimeout and DatabaseSetupError (each a DatabaseUnavailable) and
-let a statement's error through as the driver raised it; its classes are named here, so that no module
-outside models/ imports the driver. Of the statements' errors, a TransientConflict (a deadlock, a
-serialization failure) ended its transaction for a conflict with another one: the same work run again
-as a whole is expected to succeed (`conflict_pause` spaces the tries).
+a conflict such as a deadlock on a healthy connection). Where the driver is called (models/cursors.py,
+models/connections.py, models/pool.py) the first three are raised as DatabaseLost, DatabaseTimeout and
+DatabaseSetupError (each a DatabaseUnavailable) and a statement's error passes as the driver raised it;
+its classes are named here, so that no module outside models/ imports the driver. Of the statements'
+errors, a TransientConflict (a deadlock, a serialization failure) ended its transaction for a conflict
+with another one: the same work run again as a whole is expected to succeed (`conflict_pause` spaces
+the tries).
 """
 import random
 

@@ -99,7 +99,8 @@ def _wait(conn):
     started = time.monotonic()
     deadline = started + seconds
     while True:
-        state = conn.poll()
+        # The driver's own poll: its error reaches the statement or connect being waited for, which translates it.
+        state = psycopg2.extensions.connection.poll(conn)
         if state == psycopg2.extensions.POLL_OK:
             # A pooler answers a connection by itself.
             if conn.status != psycopg2.extensions.STATUS_SETUP and not getattr(_local, "aside", False):

@@ -1,38 +1,33 @@
 """Documents as the API shows them: current records of visible shipments, with their data and file."""
+from models.db import execute_all, execute_one
 
-# list_shipment_documents: the visible shipment (one row even without documents) and its current
-# documents (a Document's columns, the same in GET_SQL: `downloadable` and `data_available` derive from
-# stored facts), oldest first: by created_at as shown (to the second), then id; served by
-# documents_shipment_created_idx.
-LIST_SQL = """
-SELECT s.id AS found_shipment_id,
-       d.id, d.shipment_id, d.type, d.filename, d.content_type, d.byte_size, d.source, d.parse_status,
+# A Document's columns, in a shipment's list and alone: `downloadable` and `data_available` derive from
+# stored facts.
+DOCUMENT_COLUMNS = """d.id, d.shipment_id, d.type, d.filename, d.content_type, d.byte_size, d.source, d.parse_status,
        (d.storage_key IS NOT NULL AND d.scan_state = 'clean') AS downloadable,
        d.page_range,
        EXISTS (SELECT 1 FROM document_data dd
                 WHERE dd.document_id = d.id AND dd.schema IS NOT NULL AND dd.fields <> '{}'::jsonb) AS data_available,
-       d.created_at, d.updated_at
+       d.created_at, d.updated_at"""
+
+# list_shipment_documents: the visible shipment (one row even without documents) and its current
+# documents, oldest first: by created_at as shown (to the second), then id; served by
+# documents_shipment_created_idx.
+LIST_SQL = f"""
+SELECT s.id AS found_shipment_id, {DOCUMENT_COLUMNS}
   FROM shipments s
   LEFT JOIN documents d ON d.shipment_id = s.id AND d.record_kind = 'current'
- WHERE s.id = %(shipment_id)s AND s.organization_id = %(organization_id)s
-   AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
+ WHERE s.id = %(shipment_id)s AND visible_to(s, %(organization_id)s)
  ORDER BY date_trunc('second', d.created_at AT TIME ZONE 'UTC'), d.id
 """
 
-# get_document: one current document of a visible shipment of the organization (LIST_SQL's columns).
-GET_SQL = """
-SELECT d.id, d.shipment_id, d.type, d.filename, d.content_type, d.byte_size, d.source, d.parse_status,
-       (d.storage_key IS NOT NULL AND d.scan_state = 'clean') AS downloadable,
-       d.page_range,
-       EXISTS (SELECT 1 FROM document_data dd
-                WHERE dd.document_id = d.id AND dd.schema IS NOT NULL AND dd.fields <> '{}'::jsonb) AS data_available,
-       d.created_at, d.updated_at
+# get_document: one current document of a visible shipment of the organization.
+GET_SQL = f"""
+SELECT {DOCUMENT_COLUMNS}
   FROM documents d
   JOIN shipments s ON s.id = d.shipment_id
- WHERE d.id = %(document_id)s AND d.organization_id = %(organization_id)s
-   AND s.organization_id = %(organization_id)s
-   AND d.record_kind = 'current'
-   AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
+ WHERE d.id = %(document_id)s AND d.organization_id = %(organization_id)s AND d.record_kind = 'current'
+   AND visible_to(s, %(organization_id)s)
 """
 
 # get_document_data: the extracted data of one current document.
@@ -44,10 +39,8 @@ SELECT d.id AS document_id, d.type,
   FROM documents d
   JOIN shipments s ON s.id = d.shipment_id
   LEFT JOIN document_data dd ON dd.document_id = d.id
- WHERE d.id = %(document_id)s AND d.organization_id = %(organization_id)s
-   AND s.organization_id = %(organization_id)s
-   AND d.record_kind = 'current'
-   AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
+ WHERE d.id = %(document_id)s AND d.organization_id = %(organization_id)s AND d.record_kind = 'current'
+   AND visible_to(s, %(organization_id)s)
 """
 
 # get_document_file: where the file of one current, downloadable document is stored.
@@ -55,28 +48,22 @@ FILE_SQL = """
 SELECT d.id, d.filename, d.content_type, d.storage_key, d.byte_size, d.updated_at
   FROM documents d
   JOIN shipments s ON s.id = d.shipment_id
- WHERE d.id = %(document_id)s AND d.organization_id = %(organization_id)s
-   AND s.organization_id = %(organization_id)s
-   AND d.record_kind = 'current'
+ WHERE d.id = %(document_id)s AND d.organization_id = %(organization_id)s AND d.record_kind = 'current'
    AND d.storage_key IS NOT NULL AND d.scan_state = 'clean'
-   AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
+   AND visible_to(s, %(organization_id)s)
 """
 
 
 def list_shipment_documents(conn, organization_id, shipment_id):
     """Current documents of a visible shipment, oldest first; None when the shipment is not found."""
-    with conn.cursor() as cur:
-        cur.execute(LIST_SQL, {"organization_id": organization_id, "shipment_id": shipment_id})
-        rows = cur.fetchall()
+    rows = execute_all(conn, LIST_SQL, {"organization_id": organization_id, "shipment_id": shipment_id})
     if not rows:
         return None
     return [{k: v for k, v in row.items() if k != "found_shipment_id"} for row in rows if row["id"] is not None]
 
 
 def _one(conn, statement, organization_id, document_id):
-    with conn.cursor() as cur:
-        cur.execute(statement, {"organization_id": organization_id, "document_id": document_id})
-        return cur.fetchone()
+    return execute_one(conn, statement, {"organization_id": organization_id, "document_id": document_id})
 
 
 def get_document(conn, organization_id, document_id):

@@ -1,4 +1,5 @@
 """Webhook endpoint health: the failure run the delivery records, and the e-mails to admins about it (outboxes)."""
+from models.db import execute, execute_all
 
 # update_endpoint_health: a run that ended or started afresh may be warned about again.
 _UPDATE_ENDPOINT_HEALTH_SQL = """
@@ -40,32 +41,25 @@ _MARK_WARNED_SQL = "UPDATE webhook_endpoints SET failure_warned_at = %(at)s WHER
 
 def update_endpoint_health(conn, endpoint_id, failing_since, last_failure_at):
     """Store an endpoint's failure run (a run that ended or started afresh may be warned about again)."""
-    with conn.cursor() as cur:
-        cur.execute(_UPDATE_ENDPOINT_HEALTH_SQL, {"id": endpoint_id, "failing_since": failing_since,
-                                                  "last_failure_at": last_failure_at})
+    execute(conn, _UPDATE_ENDPOINT_HEALTH_SQL, {"id": endpoint_id, "failing_since": failing_since,
+                                                "last_failure_at": last_failure_at})
 
 
 def claim_unnotified(conn):
     """Lock endpoints disabled by the 3-day rule whose admins were not yet e-mailed."""
-    with conn.cursor() as cur:
-        cur.execute(_CLAIM_UNNOTIFIED_SQL)
-        return cur.fetchall()
+    return execute_all(conn, _CLAIM_UNNOTIFIED_SQL)
 
 
 def mark_notified(conn, endpoint_id, at):
     """Record that the admins were e-mailed about a disabled endpoint."""
-    with conn.cursor() as cur:
-        cur.execute(_MARK_NOTIFIED_SQL, {"id": endpoint_id, "at": at})
+    execute(conn, _MARK_NOTIFIED_SQL, {"id": endpoint_id, "at": at})
 
 
 def claim_unwarned(conn, now, warn_after, gap):
     """Lock enabled endpoints failing for `warn_after` (a failure within `gap`) whose admins were not warned."""
-    with conn.cursor() as cur:
-        cur.execute(_CLAIM_UNWARNED_SQL, {"now": now, "warn_after": warn_after, "gap": gap})
-        return cur.fetchall()
+    return execute_all(conn, _CLAIM_UNWARNED_SQL, {"now": now, "warn_after": warn_after, "gap": gap})
 
 
 def mark_warned(conn, endpoint_id, at):
     """Record that the admins were warned about the endpoint's current failure run."""
-    with conn.cursor() as cur:
-        cur.execute(_MARK_WARNED_SQL, {"id": endpoint_id, "at": at})
+    execute(conn, _MARK_WARNED_SQL, {"id": endpoint_id, "at": at})

@@ -1,4 +1,5 @@
 """Webhook endpoint secrets as stored: how many are encrypted, and sealing them all again (delivery/secret_key.py)."""
+from models.db import execute, execute_all, execute_one
 
 # What an encrypted stored secret looks like (delivery.secret_key.ENCRYPTED_PREFIX); anything else is plain text.
 _ENCRYPTED = {"encrypted": "fernet:%"}
@@ -31,17 +32,14 @@ UPDATE webhook_endpoints e SET secret = v.secret
 def survey(conn):
     """How many stored secrets are plain text (`plain`), and the encrypted ones with their endpoints (`ids`,
     `secrets`, in id order)."""
-    with conn.cursor() as cur:
-        cur.execute(_SURVEY_SECRETS_SQL, _ENCRYPTED)
-        return cur.fetchone()
+    return execute_one(conn, _SURVEY_SECRETS_SQL, _ENCRYPTED)
 
 
 def lock_all(conn, only_plain=False):
     """Every endpoint's (id, stored secret), locked until the caller's transaction ends; with `only_plain`,
     only those stored as plain text."""
-    with conn.cursor() as cur:
-        cur.execute(_LOCK_SECRETS_SQL, {"only_plain": only_plain, **_ENCRYPTED})
-        return [(row["id"], row["secret"]) for row in cur.fetchall()]
+    return [(row["id"], row["secret"])
+            for row in execute_all(conn, _LOCK_SECRETS_SQL, {"only_plain": only_plain, **_ENCRYPTED})]
 
 
 def store_all(conn, secrets):
@@ -49,7 +47,5 @@ def store_all(conn, secrets):
 
     A re-encryption changes no setting, so updated_at is left alone.
     """
-    with conn.cursor() as cur:
-        cur.execute(_STORE_SECRETS_SQL, {"ids": [pair[0] for pair in secrets],
-                                         "secrets": [pair[1] for pair in secrets]})
-        return cur.rowcount
+    return execute(conn, _STORE_SECRETS_SQL, {"ids": [pair[0] for pair in secrets],
+                                              "secrets": [pair[1] for pair in secrets]})

@@ -2,7 +2,7 @@
 from dataclasses import dataclass
 from datetime import datetime
 
-import psycopg2.extras
+from models.db import execute, execute_all, execute_one
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,9 +65,10 @@ SELECT ev.id, ev.organization_id, ev.type, ev.shipment_id, ev.alert_id, ev.check
 # store_rendered: the exact bytes every endpoint and every retry will get (or why there are none).
 _STORE_SQL = """
 UPDATE events AS ev
-   SET state = v.state, body = v.body, api_version = v.api_version, rendered_at = v.rendered_at,
+   SET state = v.state, body = v.body, api_version = v.api_version, rendered_at = %(now)s,
        render_error = v.render_error
-  FROM (VALUES %s) AS v (id, state, body, api_version, rendered_at, render_error)
+  FROM unnest(%(ids)s::bigint[], %(states)s::text[], %(bodies)s::text[], %(api_versions)s::text[],
+              %(errors)s::text[]) AS v (id, state, body, api_version, render_error)
  WHERE ev.id = v.id
 """
 
@@ -138,9 +139,8 @@ DELETE FROM events WHERE id IN (
 
 def claim_unrendered(conn, limit, event_ids=None):
     """Lock up to `limit` waiting events, in turns between organizations (only `event_ids` if given); PendingEvents."""
-    with conn.cursor() as cur:
-        cur.execute(_CLAIM_UNRENDERED_SQL, {"limit": limit, "ids": event_ids})
-        return [PendingEvent.from_row(row) for row in cur.fetchall()]
+    return [PendingEvent.from_row(row)
+            for row in execute_all(conn, _CLAIM_UNRENDERED_SQL, {"limit": limit, "ids": event_ids})]
 
 
 def store_rendered(conn, rendered, now):
@@ -151,56 +151,46 @@ def store_rendered(conn, rendered, now):
     """
     if not rendered:
         return 0
-    values = [(i, "rendered" if body is not None else "render_failed" if error else "skipped",
-               body, version, now, None if body is not None else error)
-              for i, body, version, error in rendered]
-    with conn.cursor() as cur:
-        psycopg2.extras.execute_values(cur, _STORE_SQL, values,
-                                       template="(%s::bigint, %s, %s, %s, %s::timestamptz, %s)", page_size=500)
-        cur.execute(_FAN_OUT_SQL, {"ids": [i for i, body, _v, _e in rendered if body is not None], "now": now})
-        return cur.rowcount
+    ids, bodies, versions, errors = (list(column) for column in zip(*rendered))
+    execute(conn, _STORE_SQL, {
+        "ids": ids, "bodies": bodies, "api_versions": versions, "now": now,
+        "states": ["rendered" if body is not None else "render_failed" if error else "skipped"
+                   for body, error in zip(bodies, errors)],
+        "errors": [None if body is not None else error for body, error in zip(bodies, errors)]})
+    return execute(conn, _FAN_OUT_SQL, {"ids": [i for i, body in zip(ids, bodies) if body is not None], "now": now})
 
 
 def list_render_failures(conn, organization_id=None, limit=50):
     """Events the serialiser could not render, oldest first (all organizations unless one is given)."""
-    with conn.cursor() as cur:
-        cur.execute(_LIST_RENDER_FAILURES_SQL, {"organization_id": organization_id, "limit": limit})
-        return cur.fetchall()
+    return execute_all(conn, _LIST_RENDER_FAILURES_SQL, {"organization_id": organization_id, "limit": limit})
 
 
 def retry_render_failures(conn, event_ids=None, organization_id=None):
     """Make failed renders pending again (only `event_ids` when given); returns the ids, locked for the caller."""
-    with conn.cursor() as cur:
-        cur.execute(_RETRY_RENDER_FAILURES_SQL, {"ids": event_ids, "organization_id": organization_id})
-        return sorted(row["id"] for row in cur.fetchall())
+    rows = execute_all(conn, _RETRY_RENDER_FAILURES_SQL, {"ids": event_ids, "organization_id": organization_id})
+    return sorted(row["id"] for row in rows)
 
 
 def create_test_event(conn, organization_id, endpoint_id):
     """A pending webhook.test event for one endpoint; returns its id and created_at."""
-    with conn.cursor() as cur:
-        cur.execute(_CREATE_TEST_EVENT_SQL, {"organization_id": organization_id, "endpoint_id": endpoint_id})
-        return cur.fetchone()
+    return execute_one(conn, _CREATE_TEST_EVENT_SQL,
+                       {"organization_id": organization_id, "endpoint_id": endpoint_id})
 
 
 def get_event(conn, event_id):
     """One event with its state and body, or None."""
-    with conn.cursor() as cur:
-        cur.execute(_GET_EVENT_SQL, {"id": event_id})
-        return cur.fetchone()
+    return execute_one(conn, _GET_EVENT_SQL, {"id": event_id})
 
 
 def subscribed_endpoints(conn, organization_id, event_type):
     """Ids of the organization's enabled endpoints subscribed to `event_type`."""
-    with conn.cursor() as cur:
-        cur.execute(_SUBSCRIBED_ENDPOINTS_SQL, {"organization_id": organization_id, "type": event_type})
-        return [row["id"] for row in cur.fetchall()]
+    rows = execute_all(conn, _SUBSCRIBED_ENDPOINTS_SQL, {"organization_id": organization_id, "type": event_type})
+    return [row["id"] for row in rows]
 
 
 def delete_old_events(conn, before, limit=5000):
     """Delete up to `limit` events created before `before` with nothing left to deliver; returns how many."""
-    with conn.cursor() as cur:
-        cur.execute(_DELETE_OLD_EVENTS_SQL, {"before": before, "limit": limit})
-        return cur.rowcount
+    return execute(conn, _DELETE_OLD_EVENTS_SQL, {"before": before, "limit": limit})
 
 
 # list_history / get_from_history: GET /events.  Rendered events of the last 30 days (a pending event's bytes
@@ -216,7 +206,7 @@ SELECT ev.id, ev.body
  WHERE ev.organization_id = %(organization_id)s
    AND ev.state = 'rendered' AND ev.type <> 'webhook.test'
    AND ev.created_at >= now() - interval '30 days'
-   AND s.organization_id = ev.organization_id AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
+   AND visible_to(s, ev.organization_id)
    AND (%(event_id)s::bigint IS NULL OR ev.id = %(event_id)s)
    AND (%(types)s::text[] IS NULL OR ev.type = ANY (%(types)s::text[]))
    AND (%(shipment_id)s::bigint IS NULL OR ev.shipment_id = %(shipment_id)s)
@@ -238,9 +228,7 @@ def list_history(conn, organization_id, limit, *, event_id=None, types=None, shi
     params = {"organization_id": organization_id, "limit": limit, "event_id": event_id, "types": types,
               "shipment_id": shipment_id, "created_after": created_after, "created_before": created_before,
               "delivery_success": delivery_success, "starting_after": starting_after}
-    with conn.cursor() as cur:
-        cur.execute(_HISTORY_SQL, params)
-        return cur.fetchall()
+    return execute_all(conn, _HISTORY_SQL, params)
 
 
 def get_from_history(conn, organization_id, event_id):

@@ -5,7 +5,8 @@ A constant number of statements whatever the number of shipments: one per kind o
 import json
 from datetime import datetime, timezone
 
-from models import db, free_time
+from models import free_time
+from models.db import Prepared, execute_all
 from models.free_time_rules import KINDS, resolve_terms
 
 # The milestones the engine reads; tracking_events_free_time_idx holds exactly these (a literal list, so
@@ -28,7 +29,7 @@ SELECT f.id, f.facts
  WHERE f.id IN (SELECT c.shipment_id FROM at_risk_candidates(%(organization_id)s, %(now)s, %(window_days)s) c)
 """
 # Prepared: planning it costs about as much as running it, and its plan does not depend on the values.
-_AT_RISK = db.Prepared("free_time_at_risk", AT_RISK_SQL)
+_AT_RISK = Prepared("free_time_at_risk", AT_RISK_SQL)
 
 
 def utc_now():
@@ -68,9 +69,8 @@ def parse_facts(text):
 
 def load_facts(conn, organization_id, ids):
     """The engine's inputs (shipment, container numbers, events, terms by kind) for the visible ones of `ids`."""
-    with conn.cursor() as cur:
-        cur.execute(FACTS_SQL, {"organization_id": organization_id, "ids": list(ids)})
-        return [parse_facts(row["facts"]) for row in cur.fetchall()]
+    rows = execute_all(conn, FACTS_SQL, {"organization_id": organization_id, "ids": list(ids)})
+    return [parse_facts(row["facts"]) for row in rows]
 
 
 def get_free_time(conn, organization_id, shipment_id, now=None):
@@ -82,7 +82,5 @@ def get_free_time(conn, organization_id, shipment_id, now=None):
 
 def at_risk_candidates(conn, organization_id, now, window_days=free_time.AT_RISK_WINDOW_DAYS):
     """Rows (id, facts) of the shipments that may be at risk at `now` (a superset), in one statement."""
-    with conn.cursor() as cur:
-        _AT_RISK.execute(cur, {"organization_id": organization_id, "now": now, "window_days": window_days})
-        return cur.fetchall()
+    return execute_all(conn, _AT_RISK, {"organization_id": organization_id, "now": now, "window_days": window_days})
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psycopg2.errors
 
-from models.db import PROJECT_DIR, SCHEMA_PATH
+from models.db import PROJECT_DIR, SCHEMA_PATH, execute, execute_all, execute_one
 
 MIGRATIONS_DIR = PROJECT_DIR / "migrations"
 _FILE_NAME = re.compile(r"([0-9]{4})_([a-z0-9_]+)\.sql")
@@ -73,38 +73,30 @@ def available(directory=MIGRATIONS_DIR):
 
 def applied_versions(conn):
     """Versions recorded in schema_migrations (empty when the table does not exist)."""
-    with conn.cursor() as cur:
-        cur.execute(_HAS_HISTORY_SQL)
-        if not cur.fetchone()["present"]:
-            return []
-        cur.execute(_APPLIED_SQL)
-        return [row["version"] for row in cur.fetchall()]
+    if not execute_one(conn, _HAS_HISTORY_SQL)["present"]:
+        return []
+    return [row["version"] for row in execute_all(conn, _APPLIED_SQL)]
 
 
 def _is_empty(conn):
-    with conn.cursor() as cur:
-        cur.execute(_IS_EMPTY_SQL)
-        return cur.fetchone()["empty"]
+    return execute_one(conn, _IS_EMPTY_SQL)["empty"]
 
 
 def _record(conn, migrations):
-    with conn.cursor() as cur:
-        cur.execute(HISTORY_SQL)
-        for migration in migrations:
-            cur.execute(_RECORD_SQL, {"version": migration.version, "name": migration.name})
+    execute(conn, HISTORY_SQL)
+    for migration in migrations:
+        execute(conn, _RECORD_SQL, {"version": migration.version, "name": migration.name})
 
 
 def _lock(conn):
-    with conn.cursor() as cur:
-        cur.execute(_QUIET_SQL)
-        cur.execute(_LOCK_SQL, {"key": _LOCK_KEY})
+    execute(conn, _QUIET_SQL)
+    execute(conn, _LOCK_SQL, {"key": _LOCK_KEY})
 
 
 def apply_fresh_schema(conn):
     """schema.sql, recorded as every migration applied (it is their sum); harmless to repeat."""
-    with conn.cursor() as cur:
-        cur.execute(_QUIET_SQL)
-        cur.execute(SCHEMA_PATH.read_text())
+    execute(conn, _QUIET_SQL)
+    execute(conn, SCHEMA_PATH.read_text())
     _record(conn, available())
 
 
@@ -122,16 +114,15 @@ def upgrade(conn):
         raise SchemaMismatch(f"the database is at schema version {newest}, newer than this code knows "
                              f"({len(migrations)}): run the newer code, or restore a backup")
     pending = [migration for migration in migrations if migration.version not in done]
-    with conn.cursor() as cur:
-        cur.execute(HISTORY_SQL)
-        for migration in pending:
-            try:
-                cur.execute(migration.sql())
-            except psycopg2.errors.RaiseException as error:
-                # A migration that checks the rows it is about to constrain names those it refuses (RAISE).
-                refusal = f"{error.diag.message_primary}. {error.diag.message_hint or ''}".rstrip()
-                raise SchemaMismatch(f"{migration.version:04d}_{migration.name} was not applied: {refusal}") from None
-            cur.execute(_RECORD_UPGRADE_SQL, {"version": migration.version, "name": migration.name})
+    execute(conn, HISTORY_SQL)
+    for migration in pending:
+        try:
+            execute(conn, migration.sql())
+        except psycopg2.errors.RaiseException as error:
+            # A migration that checks the rows it is about to constrain names those it refuses (RAISE).
+            refusal = f"{error.diag.message_primary}. {error.diag.message_hint or ''}".rstrip()
+            raise SchemaMismatch(f"{migration.version:04d}_{migration.name} was not applied: {refusal}") from None
+        execute(conn, _RECORD_UPGRADE_SQL, {"version": migration.version, "name": migration.name})
     return pending
 
 

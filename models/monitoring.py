@@ -4,6 +4,7 @@ Each statement is sent after `SET LOCAL statement_timeout` in one string: on a c
 autocommit PostgreSQL runs a multi-statement string as one transaction, so the timeout holds for
 that statement alone and costs no round trip of its own.
 """
+from models.db import execute_one
 
 # readiness: the schema version this database is at (GET /readyz compares it with the code's).
 _SCHEMA_STATE_SQL = """SET LOCAL statement_timeout = %(milliseconds)s;
@@ -28,19 +29,15 @@ SELECT due.count AS deliveries_due,
          WHERE state = 'pending' AND next_attempt_at <= now()) AS due"""
 
 
-def _bounded(cur, sql, timeout_seconds):
-    milliseconds = max(1, int(timeout_seconds * 1000))
-    cur.execute(sql, {"milliseconds": milliseconds})
-    return cur.fetchone()
+def _bounded(conn, statement, timeout_seconds):
+    return execute_one(conn, statement, {"milliseconds": max(1, int(timeout_seconds * 1000))})
 
 
 def schema_state(conn, timeout_seconds):
     """{applied, newest}: how many migrations the database has recorded and the newest one's number."""
-    with conn.cursor() as cur:
-        return _bounded(cur, _SCHEMA_STATE_SQL, timeout_seconds)
+    return _bounded(conn, _SCHEMA_STATE_SQL, timeout_seconds)
 
 
 def gauges(conn, timeout_seconds):
     """{deliveries_due, oldest_due_seconds, render_failures, change_feed_lag_seconds}, read now."""
-    with conn.cursor() as cur:
-        return _bounded(cur, _GAUGES_SQL, timeout_seconds)
+    return _bounded(conn, _GAUGES_SQL, timeout_seconds)

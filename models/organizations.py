@@ -1,4 +1,5 @@
 """Organizations, users and memberships."""
+from models.db import execute_all, execute_one
 
 ROLES = ("member", "admin", "owner")
 
@@ -71,85 +72,61 @@ SELECT u.email, u.name, m.role, m.created_at, m.removed_at
 
 def pin_version(conn, organization_id, version):
     """Pin the organization to `version` unless already pinned; returns the pinned version."""
-    with conn.cursor() as cur:
-        cur.execute(_PIN_VERSION_SQL, {"id": organization_id, "version": version})
-        return cur.fetchone()["api_version"]
+    return execute_one(conn, _PIN_VERSION_SQL, {"id": organization_id, "version": version})["api_version"]
 
 
 def lock_pinned_version(conn, organization_id):
     """The organization's pinned version (None when never pinned), its row locked until the transaction ends."""
-    with conn.cursor() as cur:
-        cur.execute(_LOCK_PINNED_VERSION_SQL, {"id": organization_id})
-        return cur.fetchone()["api_version"]
+    return execute_one(conn, _LOCK_PINNED_VERSION_SQL, {"id": organization_id})["api_version"]
 
 
 def move_pinned_version(conn, organization_id, version):
     """Set the organization's pin to `version` (the caller checked it moves forward); returns the new pin."""
-    with conn.cursor() as cur:
-        cur.execute(_MOVE_PINNED_VERSION_SQL, {"id": organization_id, "version": version})
-        return cur.fetchone()["api_version"]
+    return execute_one(conn, _MOVE_PINNED_VERSION_SQL, {"id": organization_id, "version": version})["api_version"]
 
 
 def create_organization(conn, name, slug):
     """Create an organization; returns its row."""
-    with conn.cursor() as cur:
-        cur.execute(_CREATE_ORGANIZATION_SQL, {"name": name, "slug": slug})
-        return cur.fetchone()
+    return execute_one(conn, _CREATE_ORGANIZATION_SQL, {"name": name, "slug": slug})
 
 
 def get_organization_by_slug(conn, slug):
     """An organization by slug, or None."""
-    with conn.cursor() as cur:
-        cur.execute(_GET_ORGANIZATION_BY_SLUG_SQL, {"slug": slug})
-        return cur.fetchone()
+    return execute_one(conn, _GET_ORGANIZATION_BY_SLUG_SQL, {"slug": slug})
 
 
 def get_organization(conn, organization_id):
     """An organization by id, or None (the CLI checks who may manage an endpoint's or event's organization)."""
-    with conn.cursor() as cur:
-        cur.execute(_GET_ORGANIZATION_SQL, {"id": organization_id})
-        return cur.fetchone()
+    return execute_one(conn, _GET_ORGANIZATION_SQL, {"id": organization_id})
 
 
 def list_organizations(conn):
     """Every organization, oldest first."""
-    with conn.cursor() as cur:
-        cur.execute(_LIST_ORGANIZATIONS_SQL)
-        return cur.fetchall()
+    return execute_all(conn, _LIST_ORGANIZATIONS_SQL)
 
 
 def ensure_user(conn, email, name=None):
     """The user with this e-mail (case-insensitive), created when missing; returns its row."""
-    with conn.cursor() as cur:
-        cur.execute(_ENSURE_USER_SQL, {"email": email, "name": name})
-        return cur.fetchone()
+    return execute_one(conn, _ENSURE_USER_SQL, {"email": email, "name": name})
 
 
 def add_member(conn, organization_id, user_id, role):
     """Add (or re-add) a member with a role; returns the membership row."""
-    with conn.cursor() as cur:
-        cur.execute(_ADD_MEMBER_SQL, {"org": organization_id, "user": user_id, "role": role})
-        return cur.fetchone()
+    return execute_one(conn, _ADD_MEMBER_SQL, {"org": organization_id, "user": user_id, "role": role})
 
 
 def remove_member(conn, organization_id, user_id):
     """Mark a member removed; their tokens are revoked at once (by a trigger). Returns the row or None."""
-    with conn.cursor() as cur:
-        cur.execute(_REMOVE_MEMBER_SQL, {"org": organization_id, "user": user_id})
-        # The trigger memberships_revoke_tokens (schema.sql) revokes their tokens, for every writer:
-        # revoked, not just suspended, so re-adding the person later does not bring them back.
-        return cur.fetchone()
+    # The trigger memberships_revoke_tokens (schema.sql) revokes their tokens, for every writer:
+    # revoked, not just suspended, so re-adding the person later does not bring them back.
+    return execute_one(conn, _REMOVE_MEMBER_SQL, {"org": organization_id, "user": user_id})
 
 
 def get_membership(conn, organization_id, email):
     """The current membership (user id, e-mail, role) of an e-mail in an organization, or None."""
-    with conn.cursor() as cur:
-        cur.execute(_GET_MEMBERSHIP_SQL, {"org": organization_id, "email": email})
-        return cur.fetchone()
+    return execute_one(conn, _GET_MEMBERSHIP_SQL, {"org": organization_id, "email": email})
 
 
 def list_members(conn, organization_id):
     """Members of an organization, including removed ones, oldest first."""
-    with conn.cursor() as cur:
-        cur.execute(_LIST_MEMBERS_SQL, {"org": organization_id})
-        return cur.fetchall()
+    return execute_all(conn, _LIST_MEMBERS_SQL, {"org": organization_id})

@@ -1,5 +1,5 @@
 """Packing lists as the API shows them: the current ones of a visible shipment, with pallets and lines."""
-from models.db import Prepared, group_rows
+from models.db import Prepared, execute_all, execute_one, group_rows
 
 # stored_rendering: a visible shipment's revision and its stored packing-lists answer when it is current
 # (rendered at this version, by this code, at this revision: the same check as a shipment's, made in the
@@ -10,8 +10,7 @@ SELECT s.revision, r.body, r.body_md5
   LEFT JOIN shipment_renderings r
     ON r.shipment_id = s.id AND r.resource = 'packing_lists' AND r.api_version = %(api_version)s
    AND r.renderer = %(renderer)s AND r.revision = s.revision
- WHERE s.id = %(shipment_id)s AND s.organization_id = %(organization_id)s
-   AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
+ WHERE s.id = %(shipment_id)s AND visible_to(s, %(organization_id)s)
 """
 _STORED = Prepared("packing_lists_rendering_md5", STORED_RENDERING_SQL)
 
@@ -23,8 +22,7 @@ SELECT s.revision AS found_revision, k.id, k.shipment_id, k.document_id, k.conta
        k.declared_box_count, k.declared_net_weight_kg
   FROM shipments s
   LEFT JOIN packing_lists k ON k.shipment_id = s.id AND k.is_current
- WHERE s.id = %(shipment_id)s AND s.organization_id = %(organization_id)s
-   AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
+ WHERE s.id = %(shipment_id)s AND visible_to(s, %(organization_id)s)
  ORDER BY date_trunc('second', k.created_at AT TIME ZONE 'UTC'), k.id
 """
 
@@ -50,10 +48,8 @@ SELECT l.pallet_id, l.id, l.line_index, l.produce_name, l.produce_type, l.variet
 def stored_rendering(conn, organization_id, shipment_id, api_version, renderer):
     """(revision, stored JSON or None, its MD5 or None) of a visible shipment's packing lists; None when the shipment
     is not found."""
-    with conn.cursor() as cur:
-        _STORED.execute(cur, {"organization_id": organization_id, "shipment_id": shipment_id,
-                              "api_version": api_version, "renderer": renderer})
-        row = cur.fetchone()
+    row = execute_one(conn, _STORED, {"organization_id": organization_id, "shipment_id": shipment_id,
+                                      "api_version": api_version, "renderer": renderer})
     return None if row is None else (row["revision"], row["body"], row["body_md5"])
 
 
@@ -62,21 +58,17 @@ def list_shipment_packing_lists(conn, organization_id, shipment_id):
 
     Run inside db.one_snapshot when the revision must be the lists' own (a stored rendering's key).
     """
-    with conn.cursor() as cur:
-        cur.execute(LISTS_SQL, {"organization_id": organization_id, "shipment_id": shipment_id})
-        rows = cur.fetchall()
-        if not rows:
-            return None
-        revision = rows[0]["found_revision"]
-        lists = [{k: v for k, v in row.items() if k != "found_revision"} for row in rows if row["id"] is not None]
-        if not lists:
-            return revision, []
-        cur.execute(PALLETS_SQL, {"ids": [item["id"] for item in lists]})
-        pallets = cur.fetchall()
-        lines = {}
-        if pallets:
-            cur.execute(LINES_SQL, {"ids": [pallet["id"] for pallet in pallets]})
-            lines = group_rows(cur.fetchall(), "pallet_id")
+    rows = execute_all(conn, LISTS_SQL, {"organization_id": organization_id, "shipment_id": shipment_id})
+    if not rows:
+        return None
+    revision = rows[0]["found_revision"]
+    lists = [{k: v for k, v in row.items() if k != "found_revision"} for row in rows if row["id"] is not None]
+    if not lists:
+        return revision, []
+    pallets = execute_all(conn, PALLETS_SQL, {"ids": [item["id"] for item in lists]})
+    lines = {}
+    if pallets:
+        lines = group_rows(execute_all(conn, LINES_SQL, {"ids": [pallet["id"] for pallet in pallets]}), "pallet_id")
     for pallet in pallets:
         pallet["lines"] = lines.get(pallet["id"], [])
     by_list = group_rows(pallets, "packing_list_id")

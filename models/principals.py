@@ -41,8 +41,7 @@ UPDATE tokens t SET last_used_at = u.used_at
 def record_last_uses(conn, used_at):
     """Write the last uses `used_at` ({token id: aware datetime}) where they are later than the stored ones."""
     ids = sorted(used_at)
-    with conn.cursor() as cur:
-        cur.execute(_LAST_USES_SQL, {"ids": ids, "used_at": [used_at[token_id] for token_id in ids]})
+    db.execute(conn, _LAST_USES_SQL, {"ids": ids, "used_at": [used_at[token_id] for token_id in ids]})
 
 
 class Principals:
@@ -150,7 +149,7 @@ class Listener:
             wait = LISTEN_RETRY_SECONDS[0]
             try:
                 self._hear(conn)
-            except (psycopg2.Error, OSError) as error:
+            except (db.DatabaseUnavailable, psycopg2.Error, OSError) as error:
                 log.warning("lost the connection that hears changes to tokens (%s); they are looked up again "
                             "every %s s until it is back", error, UNHEARD_SECONDS)
             finally:

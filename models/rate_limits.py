@@ -13,6 +13,8 @@ import threading
 import time
 from dataclasses import dataclass
 
+from models import db
+
 # reserve: for each bucket, in the order given (the order every caller locks them in, so two reservations
 # never wait for each other's rows), up to `wants` more of the current window, as the SQL function
 # reservation (schema.sql) allows: fewer near the quota, none past it. The window is the current one of
@@ -51,17 +53,15 @@ def reserve(conn, wanted, window_seconds):
     this reservation got (0: the window is spent), and the seconds until the window ends.
     """
     buckets = list(wanted)
-    with conn.cursor() as cur:
-        cur.execute(_RESERVE_SQL, {"buckets": buckets, "quotas": [wanted[bucket][0] for bucket in buckets],
-                                   "wants": [wanted[bucket][1] for bucket in buckets], "window": window_seconds})
-        return {row["bucket"]: (row["hits"], row["granted"], max(1, row["resets_in"])) for row in cur.fetchall()}
+    rows = db.execute_all(conn, _RESERVE_SQL, {"buckets": buckets, "quotas": [wanted[bucket][0] for bucket in buckets],
+                                               "wants": [wanted[bucket][1] for bucket in buckets],
+                                               "window": window_seconds})
+    return {row["bucket"]: (row["hits"], row["granted"], max(1, row["resets_in"])) for row in rows}
 
 
 def prune(conn, window_seconds):
     """Delete the windows that ended long ago (the delivery process's housekeeping); returns how many."""
-    with conn.cursor() as cur:
-        cur.execute(_PRUNE_SQL, {"window": window_seconds})
-        return cur.rowcount
+    return db.execute(conn, _PRUNE_SQL, {"window": window_seconds})
 
 
 @dataclass(slots=True)

@@ -3,7 +3,7 @@ import re
 
 import psycopg2.extensions
 
-from models.db import group_rows
+from models.db import execute, execute_all, group_rows
 
 # rendered_page: a page of visible shipments (the filters of GET /shipments and GET /shipments/{id}: the
 # shipment_page function of schema.sql, inlined here with these values), each with its stored rendering
@@ -181,24 +181,19 @@ def store_renderings(conn, api_version, renderer, renderings, resource="shipment
     if not renderings:
         return
     ids, revisions, bodies = zip(*renderings)
-    with conn.cursor() as cur:
-        cur.execute(STORE_RENDERINGS_SQL, {"api_version": api_version, "renderer": renderer, "resource": resource,
-                                           "ids": list(ids), "revisions": list(revisions), "bodies": list(bodies)})
+    execute(conn, STORE_RENDERINGS_SQL, {"api_version": api_version, "renderer": renderer, "resource": resource,
+                                         "ids": list(ids), "revisions": list(revisions), "bodies": list(bodies)})
 
 
 def list_shipments(conn, organization_id, limit, shipment_id=None, shipment_ids=None):
     """Up to `limit` visible shipments (of these ids, when given), newest first, fully assembled."""
-    with conn.cursor() as cur:
-        cur.execute(LIST_SQL, {"organization_id": organization_id, "limit": limit, "shipment_id": shipment_id,
-                               "shipment_ids": shipment_ids})
-        rows = cur.fetchall()
-        if not rows:
-            return []
-        ids = [row["id"] for row in rows]
-        cur.execute(CONTAINERS_SQL, {"ids": ids})
-        containers = group_rows(cur.fetchall(), "shipment_id")
-        cur.execute(LABELS_SQL, {"ids": ids})
-        labels = group_rows(cur.fetchall(), "shipment_id")
+    rows = execute_all(conn, LIST_SQL, {"organization_id": organization_id, "limit": limit,
+                                        "shipment_id": shipment_id, "shipment_ids": shipment_ids})
+    if not rows:
+        return []
+    ids = [row["id"] for row in rows]
+    containers = group_rows(execute_all(conn, CONTAINERS_SQL, {"ids": ids}), "shipment_id")
+    labels = group_rows(execute_all(conn, LABELS_SQL, {"ids": ids}), "shipment_id")
     return [_assemble(row, containers.get(row["id"], []), labels.get(row["id"], [])) for row in rows]
 
 

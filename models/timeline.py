@@ -4,6 +4,8 @@ The placement of events without a time is described, with an example, in docs/ti
 """
 from datetime import timedelta, timezone
 
+from models.db import execute_all
+
 # get_timeline: the visible shipment (one row even without legs) and its legs in travel order.
 # `position` is renumbered from zero so that gaps in the stored positions never show.
 LEGS_SQL = """
@@ -14,8 +16,7 @@ SELECT s.id AS found_shipment_id, l.id,
        l.destination_location, l.destination_country, l.destination_timezone, l.etd, l.eta
   FROM shipments s
   LEFT JOIN shipment_legs l ON l.shipment_id = s.id
- WHERE s.id = %(shipment_id)s AND s.organization_id = %(organization_id)s
-   AND NOT s.awaiting_approval AND NOT s.owned_elsewhere
+ WHERE s.id = %(shipment_id)s AND visible_to(s, %(organization_id)s)
  ORDER BY l.position, l.id
 """
 
@@ -42,15 +43,11 @@ SELECT r.id, r.observed_at, r.previous_eta, r.new_eta, r.slip_seconds, r.first_e
 def get_timeline(conn, organization_id, shipment_id):
     """The timeline of a visible shipment, or None when the shipment is not found."""
     params = {"organization_id": organization_id, "shipment_id": shipment_id}
-    with conn.cursor() as cur:
-        cur.execute(LEGS_SQL, params)
-        legs = cur.fetchall()
-        if not legs:
-            return None
-        cur.execute(EVENTS_SQL, params)
-        events = cur.fetchall()
-        cur.execute(REVISIONS_SQL, params)
-        revisions = cur.fetchall()
+    legs = execute_all(conn, LEGS_SQL, params)
+    if not legs:
+        return None
+    events = execute_all(conn, EVENTS_SQL, params)
+    revisions = execute_all(conn, REVISIONS_SQL, params)
     return {"shipment_id": shipment_id,
             "legs": [_leg(row) for row in legs if row["id"] is not None],
             "events": [_event(row) for row in journey_order(events)],

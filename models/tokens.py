@@ -4,6 +4,8 @@ import re
 import secrets
 import string
 
+from models import db
+
 TOKEN_PATTERN = re.compile(r"sv_[A-Za-z0-9]{40}", re.ASCII)
 MAX_ACTIVE_TOKENS = 10
 EXPIRIES = {"30d": "30 days", "90d": "90 days", "1y": "1 year", "never": None}
@@ -32,9 +34,7 @@ PRINCIPAL_SQL = "SELECT * FROM token_principal(%(fingerprint)s)"
 
 def principal(conn, fingerprint):
     """The principal of a token fingerprint (a dict of token_principal's columns), or None."""
-    with conn.cursor() as cur:
-        cur.execute(PRINCIPAL_SQL, {"fingerprint": fingerprint})
-        return cur.fetchone()
+    return db.execute_one(conn, PRINCIPAL_SQL, {"fingerprint": fingerprint})
 
 
 # create_token: lock the organization row so two creations cannot both pass the limit.

@@ -1,6 +1,8 @@
 """Webhook deliveries: claiming due work under a lease, recording attempts, recovery and retention."""
 from dataclasses import dataclass
 
+from models.db import execute, execute_all, execute_one
+
 
 @dataclass(frozen=True, slots=True)
 class ClaimedDelivery:
@@ -58,47 +60,11 @@ UPDATE webhook_deliveries d SET next_attempt_at = %(now)s
       FOR UPDATE SKIP LOCKED))
 """
 
-# claim_due: lock_claimable_endpoints (schema.sql) keeping the locked endpoints in a transaction-local setting,
-# then the claim, in one round trip: up to `cap` in flight per endpoint in all processes, due deliveries leased
-# by pushing next_attempt_at forward (a dead pass's work is due again when the lease ends), and their attempts
-# started (start_attempts, schema.sql).  Deliveries are taken in turns between organizations: the first of each
-# organization (earliest due first) before anyone's second, so that one organization's backlog cannot fill a
-# claim while another's delivery waits (the turns need every locked endpoint's free share read and locked first:
-# at most `cap` rows per endpoint, of endpoints no other claim may touch meanwhile).
+# claim_due: the function claim_due_deliveries (schema.sql), the claim in one statement: due deliveries leased
+# in turns between organizations, at most `cap` in flight per endpoint in all processes, their attempts started.
 _CLAIM_DUE_SQL = """
-SELECT set_config('shiptrack.claimable', (SELECT coalesce(string_agg(id::text, ','), '')
-                                            FROM lock_claimable_endpoints(%(now)s, %(limit)s, %(space)s) AS id),
-                  true);
-WITH free AS (
-  -- The FILTER keeps state and next_attempt_at out of the scan's conditions, so that it reads the few
-  -- leased rows (webhook_deliveries_leased_idx), not every pending row due later (next_idx: an endpoint
-  -- with thousands of retries waiting made each claim cost 10 ms of server CPU).
-  SELECT f.endpoint_id, e.organization_id,
-         %(cap)s - (SELECT count(*) FILTER (WHERE l.state = 'pending' AND l.next_attempt_at > %(now)s)
-                      FROM webhook_deliveries l
-                     WHERE l.endpoint_id = f.endpoint_id AND l.lease_token IS NOT NULL) AS free
-    FROM unnest(string_to_array(current_setting('shiptrack.claimable', true), ',')::bigint[]) AS f (endpoint_id)
-    JOIN webhook_endpoints e ON e.id = f.endpoint_id
-), picked AS (
-  SELECT d.id
-    FROM free f
-   CROSS JOIN LATERAL (
-     SELECT d.id, d.next_attempt_at FROM webhook_deliveries d
-      WHERE d.endpoint_id = f.endpoint_id AND d.state = 'pending' AND d.next_attempt_at <= %(now)s
-      ORDER BY d.next_attempt_at, d.id
-      LIMIT f.free
-        FOR UPDATE SKIP LOCKED) d
-   WHERE f.free > 0
-   ORDER BY row_number() OVER (PARTITION BY f.organization_id ORDER BY d.next_attempt_at, d.id),
-            d.next_attempt_at, d.id
-   LIMIT %(limit)s
-), claimed AS (
-  UPDATE webhook_deliveries d
-     SET next_attempt_at = %(lease_until)s, lease_token = %(token)s, lease_holder = %(holder)s
-   WHERE d.id = ANY (ARRAY(SELECT id FROM picked))  -- by the primary key: a join read the whole table
-  RETURNING d.*
-)
-SELECT * FROM start_attempts(ARRAY(SELECT c::webhook_deliveries FROM claimed c), %(now)s)
+SELECT id, event_id, endpoint_id, reason, attempt, max_attempts, lease_token, attempt_id, url, secret, type, body
+  FROM claim_due_deliveries(%(now)s, %(lease_until)s, %(token)s, %(cap)s, %(limit)s, %(space)s, %(holder)s)
 """
 
 # create_claimed: a delivery born leased to the caller (test events and resends are sent at once),
@@ -163,48 +129,36 @@ FINISH_COLUMNS = ("ids", "tokens", "attempts", "states", "next_attempt_at", "sta
 def claim_due(conn, now, lease_until, token, cap, limit, holder=None):
     """Lease up to `limit` due deliveries (ClaimedDelivery records), at most `cap` in flight per endpoint.
 
-    The cap counts every process's leases.  Two statements sent together, in the caller's transaction
-    or (on an autocommit connection) in the one implicit transaction of a multi-statement query:
-    the endpoints' locks (lock_claimable_endpoints), then the claim, whose snapshot (each statement takes
-    its own) sees every lease committed before the locks.  `holder`: the caller's key (hold), or None (the
-    lease runs out by its time).
+    The cap counts every process's leases: claim_due_deliveries (schema.sql) counts them only once it holds
+    its endpoints' locks, in a statement of its own.  `holder`: the caller's key (hold), or None (the lease
+    runs out by its time).
     """
-    with conn.cursor() as cur:
-        cur.execute(_CLAIM_DUE_SQL,
-                    {"now": now, "lease_until": lease_until, "token": token, "cap": cap, "limit": limit,
-                     "space": CAP_LOCK_SPACE, "holder": holder})
-        return [ClaimedDelivery.from_row(row) for row in cur.fetchall()]
+    rows = execute_all(conn, _CLAIM_DUE_SQL, {"now": now, "lease_until": lease_until, "token": token, "cap": cap,
+                                              "limit": limit, "space": CAP_LOCK_SPACE, "holder": holder})
+    return [ClaimedDelivery.from_row(row) for row in rows]
 
 
 def hold(conn, holder=None):
     """Take the session lock of `holder` (None: a new key) on `conn`; returns (key, whether it is held now)."""
-    with conn.cursor() as cur:
-        cur.execute(_HOLD_SQL, {"holder": holder, "space": HOLDER_LOCK_SPACE})
-        row = cur.fetchone()
-        return row["holder"], row["held"]
+    row = execute_one(conn, _HOLD_SQL, {"holder": holder, "space": HOLDER_LOCK_SPACE})
+    return row["holder"], row["held"]
 
 
 def free_orphaned(conn, now, holder=None):
     """Make the leases of holders that are gone due at `now` (never `holder`'s own); returns how many."""
-    with conn.cursor() as cur:
-        cur.execute(_FREE_ORPHANED_SQL, {"now": now, "holder": holder, "space": HOLDER_LOCK_SPACE})
-        return cur.rowcount
+    return execute(conn, _FREE_ORPHANED_SQL, {"now": now, "holder": holder, "space": HOLDER_LOCK_SPACE})
 
 
 def create_claimed(conn, event_id, endpoint_id, reason, max_attempts, lease_until, token, now):
     """Create (or restart) an event's delivery to an endpoint, already leased to the caller; a ClaimedDelivery."""
-    with conn.cursor() as cur:
-        cur.execute(_CREATE_CLAIMED_SQL, {"event_id": event_id, "endpoint_id": endpoint_id, "reason": reason,
-                                          "max_attempts": max_attempts, "lease_until": lease_until,
-                                          "token": token, "now": now})
-        return ClaimedDelivery.from_row(cur.fetchone())
+    return ClaimedDelivery.from_row(execute_one(conn, _CREATE_CLAIMED_SQL, {
+        "event_id": event_id, "endpoint_id": endpoint_id, "reason": reason, "max_attempts": max_attempts,
+        "lease_until": lease_until, "token": token, "now": now}))
 
 
 def lock_endpoints(conn, endpoint_ids):
     """Lock endpoints (in id order, so concurrent passes never deadlock) and return their health fields."""
-    with conn.cursor() as cur:
-        cur.execute(_LOCK_ENDPOINTS_SQL, {"ids": list(endpoint_ids)})
-        return {row["id"]: row for row in cur.fetchall()}
+    return {row["id"]: row for row in execute_all(conn, _LOCK_ENDPOINTS_SQL, {"ids": list(endpoint_ids)})}
 
 
 def finish(conn, rows, end_runs=()):
@@ -215,9 +169,7 @@ def finish(conn, rows, end_runs=()):
     if not rows:
         return set()
     params = dict(zip(FINISH_COLUMNS, (list(column) for column in zip(*rows))))
-    with conn.cursor() as cur:
-        cur.execute(_FINISH_SQL, {**params, "end_runs": list(end_runs)})
-        return {row["id"] for row in cur.fetchall()}
+    return {row["id"] for row in execute_all(conn, _FINISH_SQL, {**params, "end_runs": list(end_runs)})}
 
 
 # queue_missed: `webhooks recover`.  Missed = not received (endpoints_not_received, schema.sql) with no delivery
@@ -253,20 +205,14 @@ SELECT min(d.next_attempt_at) AS due FROM webhook_deliveries d
 
 def queue_missed(conn, endpoint_id, since, now):
     """Queue every rendered event since `since` the endpoint subscribes to and did not get; returns how many."""
-    with conn.cursor() as cur:
-        cur.execute(_QUEUE_MISSED_SQL, {"id": endpoint_id, "since": since, "now": now})
-        return cur.rowcount
+    return execute(conn, _QUEUE_MISSED_SQL, {"id": endpoint_id, "since": since, "now": now})
 
 
 def delete_old_attempts(conn, before, limit=10000):
     """Delete up to `limit` attempts older than `before`; returns how many."""
-    with conn.cursor() as cur:
-        cur.execute(_DELETE_OLD_ATTEMPTS_SQL, {"before": before, "limit": limit})
-        return cur.rowcount
+    return execute(conn, _DELETE_OLD_ATTEMPTS_SQL, {"before": before, "limit": limit})
 
 
 def next_due_at(conn):
     """The earliest next_attempt_at of any waiting delivery to an enabled endpoint, or None."""
-    with conn.cursor() as cur:
-        cur.execute(_NEXT_DUE_SQL)
-        return cur.fetchone()["due"]
+    return execute_one(conn, _NEXT_DUE_SQL)["due"]

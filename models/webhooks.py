@@ -1,6 +1,8 @@
 """Webhook endpoints: the settings an organization's admins manage."""
 import psycopg2
 
+from models.db import execute, execute_all, execute_one
+
 EVENT_TYPES = ("shipment.status_changed", "shipment.eta_changed", "shipment.checks_completed", "alert.created")
 MAX_ENDPOINTS = 5
 # What an event body carries of a finished check run (events.data_extra holds more).
@@ -108,11 +110,9 @@ class EndpointLimitReached(Exception):
 def create_endpoint(conn, organization_id, url, event_types, description, secret):
     """Add an endpoint (enabled); raises EndpointLimitReached past 5 per organization."""
     try:
-        with conn.cursor() as cur:
-            cur.execute(_CREATE_ENDPOINT_SQL, {"organization_id": organization_id, "url": url,
-                                               "description": description, "event_types": list(event_types),
-                                               "secret": secret})
-            return cur.fetchone()
+        return execute_one(conn, _CREATE_ENDPOINT_SQL, {"organization_id": organization_id, "url": url,
+                                                        "description": description,
+                                                        "event_types": list(event_types), "secret": secret})
     except psycopg2.errors.CheckViolation as error:
         if error.diag.constraint_name == "webhook_endpoints_limit":
             raise EndpointLimitReached(f"an organization has at most {MAX_ENDPOINTS} webhook endpoints") from None
@@ -121,59 +121,45 @@ def create_endpoint(conn, organization_id, url, event_types, description, secret
 
 def list_endpoints(conn, organization_id):
     """An organization's endpoints, oldest first, with their waiting deliveries and latest success."""
-    with conn.cursor() as cur:
-        cur.execute(_LIST_ENDPOINTS_SQL, {"organization_id": organization_id})
-        return cur.fetchall()
+    return execute_all(conn, _LIST_ENDPOINTS_SQL, {"organization_id": organization_id})
 
 
 def get_endpoint(conn, endpoint_id):
     """One endpoint by id, or None."""
-    with conn.cursor() as cur:
-        cur.execute(_GET_ENDPOINT_SQL, {"id": endpoint_id})
-        return cur.fetchone()
+    return execute_one(conn, _GET_ENDPOINT_SQL, {"id": endpoint_id})
 
 
 def set_secret(conn, endpoint_id, secret):
     """Replace the signing secret; the old one stops working at once."""
-    with conn.cursor() as cur:
-        cur.execute(_SET_SECRET_SQL, {"id": endpoint_id, "secret": secret})
+    execute(conn, _SET_SECRET_SQL, {"id": endpoint_id, "secret": secret})
 
 
 def enable_endpoint(conn, endpoint_id):
     """Enable an endpoint; its failure count starts afresh."""
-    with conn.cursor() as cur:
-        cur.execute(_ENABLE_ENDPOINT_SQL, {"id": endpoint_id})
+    execute(conn, _ENABLE_ENDPOINT_SQL, {"id": endpoint_id})
 
 
 def disable_endpoint(conn, endpoint_id, at, reason, notified_at=None):
     """Disable an endpoint and drop its waiting deliveries; returns how many were dropped."""
-    with conn.cursor() as cur:
-        cur.execute(_DISABLE_ENDPOINT_SQL, {"id": endpoint_id, "at": at, "reason": reason, "notified_at": notified_at})
-        return drop_waiting(conn, endpoint_id, at)
+    execute(conn, _DISABLE_ENDPOINT_SQL, {"id": endpoint_id, "at": at, "reason": reason, "notified_at": notified_at})
+    return drop_waiting(conn, endpoint_id, at)
 
 
 def drop_waiting(conn, endpoint_id, at):
     """Drop an endpoint's waiting deliveries; returns how many."""
-    with conn.cursor() as cur:
-        cur.execute(_DROP_WAITING_SQL, {"id": endpoint_id, "at": at})
-        return cur.fetchone()["dropped"]
+    return execute_one(conn, _DROP_WAITING_SQL, {"id": endpoint_id, "at": at})["dropped"]
 
 
 def remove_endpoint(conn, endpoint_id):
     """Delete an endpoint with its deliveries and attempt log."""
-    with conn.cursor() as cur:
-        cur.execute(_REMOVE_ENDPOINT_SQL, {"id": endpoint_id})
+    execute(conn, _REMOVE_ENDPOINT_SQL, {"id": endpoint_id})
 
 
 def admin_emails(conn, organization_id):
     """E-mail addresses of the organization's current admins and owners."""
-    with conn.cursor() as cur:
-        cur.execute(_ADMIN_EMAILS_SQL, {"organization_id": organization_id})
-        return [row["email"] for row in cur.fetchall()]
+    return [row["email"] for row in execute_all(conn, _ADMIN_EMAILS_SQL, {"organization_id": organization_id})]
 
 
 def list_attempts(conn, endpoint_id, limit=50):
     """An endpoint's latest attempts, newest first."""
-    with conn.cursor() as cur:
-        cur.execute(_LIST_ATTEMPTS_SQL, {"id": endpoint_id, "limit": limit})
-        return cur.fetchall()
+    return execute_all(conn, _LIST_ATTEMPTS_SQL, {"id": endpoint_id, "limit": limit})

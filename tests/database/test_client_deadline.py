@@ -59,7 +59,7 @@ def test_a_statement_queued_in_the_pooler_is_a_503_after_the_client_timeout(data
 
 
 def test_the_deadline_is_a_timeout_and_closes_the_connection(database_url):
-    from models import db
+    from models import db, db_errors
 
     conn = db.connect(database_url)
     conn.autocommit = True
@@ -67,7 +67,7 @@ def test_the_deadline_is_a_timeout_and_closes_the_connection(database_url):
         with client_deadline(0.5), pytest.raises(db.DatabaseTimeout) as caught, \
                 conn.cursor() as cur:
             cur.execute("SELECT pg_sleep(5)")
-        assert (db.classify(caught.value, conn), bool(conn.closed)) == (db.TIMEOUT, True)
+        assert (db_errors.classify(caught.value, conn), bool(conn.closed)) == (db_errors.TIMEOUT, True)
         assert str(caught.value) == "the database did not answer within 0.5 s (DATABASE_CLIENT_TIMEOUT)"
     finally:
         conn.close()

@@ -1,8 +1,11 @@
-"""The one connection layer (models/db.py): targets per process, the pool, the classification of errors."""
+"""The one connection layer (models/db.py and what it names): targets per process, the pool, the classification of
+errors."""
 import os
+import select
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import replace
 
 import psycopg2
@@ -11,7 +14,7 @@ import pytest
 
 from config import load_config
 from delivery.settings import Settings
-from models import db, embedded
+from models import breaker, db, db_errors, embedded, pool
 from tests.support import ROOT
 from tests.support.apps import make_app
 from tests.support.factories import auth, make_org, make_token
@@ -59,37 +62,59 @@ def test_the_api_pool_has_the_size_of_its_setting_and_its_name(conn, database_ur
     held = [db.checkout(target), db.checkout(target)]
     with pytest.raises(db.DatabaseTimeout, match="none of the 2 connections of the pool came back within 1 s"):
         db.checkout(target)
-    returned = threading.Timer(0.2, db.checkin, (target, held[0]))
+    returned = threading.Timer(0.2, db.checkin, (held[0],))
     returned.start()
     assert db.checkout(target) is held[0]  # one lent connection came back while the checkout waited
     returned.join()
     for each in held:
-        db.checkin(target, each)
+        db.checkin(each)
 
 
 def test_a_pool_replaced_by_another_is_closed(database_url):
     first = db.checkout(db.Target(database_url, "first"))
-    db.checkin(None, first)
+    db.checkin(first)
     assert not first.closed
     second = db.checkout(db.Target(database_url, "second"))
     assert first.closed, "the idle connection of the replaced pool is closed"
-    db.checkin(None, second)
+    db.checkin(second)
+
+
+def test_the_breakers_probe_gives_back_a_connection_lost_under_it(database_url, monkeypatch):
+    # The socket check cannot see a connection that dies right after it: the probe's first call on it fails,
+    # and the connection goes back to the pool closed, not lent for ever (the pool of one would be empty).
+    target = db.Target(database_url, "probe", connect_timeout=1, pool_size=1)
+    pooled = db.checkout(target)
+    db.checkin(pooled)
+    pooled.close()
+    monkeypatch.setattr(pool, "looks_alive", lambda connection: True)
+    monkeypatch.setattr(breaker, "PROBE_EVERY_SECONDS", 0)
+    breaker.opened("the test's outage", time.monotonic())
+    try:
+        with pytest.raises(db.DatabaseLost, match="connection already closed"):
+            db.checkout(target)
+    finally:
+        breaker.probed(True)
+    monkeypatch.undo()
+    conn = db.checkout(target)
+    assert db.execute_one(conn, "SELECT 1 AS one") == {"one": 1}
+    db.checkin(conn)
 
 
 @pytest.mark.parametrize("message, kind", [
     ('connection to server at "127.0.0.1", port 6432 failed: ERROR:  unsupported startup parameter: options',
-     db.SETUP),
+     db_errors.SETUP),
     ('connection to server at "127.0.0.1", port 5432 failed: FATAL:  password authentication failed for user "x"',
-     db.SETUP),
-    ('connection to server on socket "/tmp/.s.PGSQL.5432" failed: FATAL:  database "nope" does not exist', db.SETUP),
-    ('connection to server at "127.0.0.1", port 5432 failed: FATAL:  role "nobody" does not exist', db.SETUP),
-    ('connection to server at "127.0.0.1", port 6432 failed: ERROR:  no such database: nope', db.SETUP),
-    ('connection to server at "127.0.0.1", port 5432 failed: Connection refused', db.STATEMENT),
-    ("server closed the connection unexpectedly\n\tThis probably means", db.LOST),
-    ('terminating connection due to administrator command', db.LOST),
+     db_errors.SETUP),
+    ('connection to server on socket "/tmp/.s.PGSQL.5432" failed: FATAL:  database "nope" does not exist',
+     db_errors.SETUP),
+    ('connection to server at "127.0.0.1", port 5432 failed: FATAL:  role "nobody" does not exist', db_errors.SETUP),
+    ('connection to server at "127.0.0.1", port 6432 failed: ERROR:  no such database: nope', db_errors.SETUP),
+    ('connection to server at "127.0.0.1", port 5432 failed: Connection refused', db_errors.STATEMENT),
+    ("server closed the connection unexpectedly\n\tThis probably means", db_errors.LOST),
+    ('terminating connection due to administrator command', db_errors.LOST),
 ])
 def test_one_classification_of_connection_errors(message, kind):
-    assert db.classify(psycopg2.OperationalError(message)) == kind
+    assert db_errors.classify(psycopg2.OperationalError(message)) == kind
 
 
 def test_a_statement_timeout_is_a_timeout_and_a_deadlock_a_statement(database_url):
@@ -98,15 +123,15 @@ def test_a_statement_timeout_is_a_timeout_and_a_deadlock_a_statement(database_ur
         with pytest.raises(db.DatabaseTimeout, match="canceling statement due to statement timeout") as canceled, \
                 conn.cursor() as cur:
             cur.execute("SELECT pg_sleep(1)")
-        assert db.classify(canceled.value, conn) == db.TIMEOUT and not conn.closed
+        assert db_errors.classify(canceled.value, conn) == db_errors.TIMEOUT and not conn.closed
     finally:
         conn.close()
-    assert db.classify(psycopg2.errors.DeadlockDetected("deadlock detected")) == db.STATEMENT
+    assert db_errors.classify(psycopg2.errors.DeadlockDetected("deadlock detected")) == db_errors.STATEMENT
 
 
 def test_a_connect_that_fails_is_unavailable_and_a_setup_error_says_so():
-    assert type(db.unavailable(psycopg2.OperationalError("Connection refused"))) is db.DatabaseUnavailable
-    error = db.unavailable(psycopg2.OperationalError('failed: FATAL:  database "nope" does not exist'))
+    assert type(db_errors.unavailable(psycopg2.OperationalError("Connection refused"))) is db.DatabaseUnavailable
+    error = db_errors.unavailable(psycopg2.OperationalError('failed: FATAL:  database "nope" does not exist'))
     assert isinstance(error, db.DatabaseSetupError) and isinstance(error, db.DatabaseUnavailable)
 
 
@@ -140,6 +165,27 @@ def test_a_commit_on_a_lost_connection_is_database_lost(database_url, conn):
             cur.execute("SELECT pg_terminate_backend(%s)", (pid,))
         with pytest.raises(db.DatabaseLost):
             lost.commit()
+    finally:
+        lost.close()
+
+
+def test_every_call_on_a_lost_connection_is_database_lost(database_url, conn):
+    # The calls db.transaction and the LISTEN connection make beside statements: the driver raises its
+    # InterfaceError for each; callers catch one type.
+    lost = db.connect(database_url)
+    lost.autocommit = True  # as the LISTEN connection is
+    try:
+        pid = db.execute_one(lost, "SELECT pg_backend_pid() AS pid")["pid"]
+        db.execute(conn, "SELECT pg_terminate_backend(%(pid)s)", {"pid": pid})
+        with pytest.raises(db.DatabaseLost, match="server closed the connection"):
+            for _ in range(50):  # a first poll may read only the server's notice of the end
+                select.select([lost], [], [], 0.1)
+                lost.poll()
+        assert lost.closed
+        for call in (lambda: setattr(lost, "autocommit", True), lambda: setattr(lost, "isolation_level", 1),
+                     lost.cursor, lost.poll, lost.commit):
+            with pytest.raises(db.DatabaseLost, match="connection already closed"):
+                call()
     finally:
         lost.close()
 

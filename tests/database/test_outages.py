@@ -15,7 +15,7 @@ import pytest
 import requests
 from psycopg2.extensions import parse_dsn
 
-from models import db, principals
+from models import db, pool, principals
 from tests.support import ROOT
 from tests.support.factories import auth, make_org, make_token
 from tests.support.outages import assert_unavailable
@@ -72,7 +72,7 @@ def test_a_connection_that_dies_after_the_check_is_retried_once(outage_database,
     conn, app, token = outage_database
     client = app.test_client()
     assert client.get("/shipments", headers=auth(token)).status_code == 200
-    monkeypatch.setattr(db, "looks_alive", lambda connection: not connection.closed)
+    monkeypatch.setattr(pool, "looks_alive", lambda connection: not connection.closed)
     assert terminate_every_session(conn) >= 1
     statuses = [client.get("/shipments", headers=auth(token)).status_code for _ in range(10)]
     assert statuses == [200] * 10
@@ -114,8 +114,8 @@ def get_all(base, path, headers, count, threads=4):
     """`count` GETs of `path` from `threads` clients at once; their status codes."""
     def one(_):
         return requests.get(base + path, headers=headers, timeout=30).status_code
-    with ThreadPoolExecutor(threads) as pool:
-        return list(pool.map(one, range(count)))
+    with ThreadPoolExecutor(threads) as executor:
+        return list(executor.map(one, range(count)))
 
 
 @pytest.mark.slow

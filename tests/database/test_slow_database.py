@@ -55,12 +55,11 @@ def test_gunicorn_on_a_slow_database_answers_every_request(conn, database_url, p
     token, shipment_id = make_token(conn, organization_id), make_shipment(conn, organization_id)
     path = f"/shipments/shp_{shipment_id}"
     with gunicorn(proxy.url(database_url), tmp_path, DATABASE_POOL_SIZE=2, RATE_LIMITS=NO_RATE_LIMITS) as base:
-        # The worker listens for changes to tokens (from its start): the principal it keeps is then kept while
-        # the database is slow, as a worker that has run a while keeps it.
-        assert wait_for(lambda: listening(database_url), 20)
         assert requests.get(base + path, headers=auth(token), timeout=30).status_code == 200
-        # That first request pinned the organization's version, which every process hears as a change to the
-        # principal it keeps: the next request looks it up again, while the database is near.
+        # The worker listens for changes to tokens from its first principal on, and that first request pinned
+        # the organization's version, a change it hears: the next request looks the principal up again while
+        # the database is near, and keeps it while it is slow, as a worker that has run a while keeps it.
+        assert wait_for(lambda: listening(database_url), 20)
         time.sleep(0.5)
         assert requests.get(base + path, headers=auth(token), timeout=30).status_code == 200
         pooled = api_backends(database_url)  # the one connection the worker made while the database was near
@@ -105,7 +104,7 @@ def test_a_connect_past_its_timeout_waits_for_a_lent_connection(database_url, pr
     def answer_then_return():  # a request on the lent connection: its statement answers, 3 s later
         with lent.cursor() as cur:
             cur.execute("SELECT 1")
-        db.checkin(target, lent)
+        db.checkin(lent)
     try:
         with client_deadline(8):
             other = threading.Thread(target=answer_then_return)
@@ -116,7 +115,7 @@ def test_a_connect_past_its_timeout_waits_for_a_lent_connection(database_url, pr
                 other.join(30)
             assert second is lent
             assert not breaker.is_open()  # a statement answered while the connect waited
-            db.checkin(target, second)
+            db.checkin(second)
     finally:
         db.close_pool()
 

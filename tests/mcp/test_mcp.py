@@ -295,8 +295,7 @@ def test_a_wrong_token_is_an_mcp_error_in_the_apis_words(kind, served, demo_data
 
 @pytest.fixture
 def limited_token(demo_database):
-    """A token of acme's owner whose count starts at zero; deleted afterwards (the session shares the demo
-    database, whose tokens tests/tools/test_demo.py counts)."""
+    """A token of acme's owner whose count starts at zero; deleted afterwards (the demo database is shared)."""
     conn = db.connect(demo_database.url)
     conn.autocommit = True
     try:
@@ -304,8 +303,7 @@ def limited_token(demo_database):
         user_id = organizations.get_membership(conn, organization_id, "owner@acme.example")["user_id"]
         value, row = tokens.create_token(conn, organization_id, user_id, "mcp limit test", "never")
         yield value
-        with conn.cursor() as cur:
-            cur.execute("DELETE FROM tokens WHERE id = %(id)s", {"id": row["id"]})
+        db.execute(conn, "DELETE FROM tokens WHERE id = %(id)s", {"id": row["id"]})
     finally:
         conn.close()
 

@@ -130,6 +130,12 @@ class Receiver(socketserver.ThreadingMixIn, http.server.HTTPServer):
         self.lock = threading.Lock()
         self.active = 0  # requests being answered now
         self.most_active = 0  # the most answered at once
+        self.errors = []  # what a request's handler raised (a sender that went away mid-request)
+
+    def handle_error(self, request, client_address):
+        # Kept, not printed: socketserver prints to sys.stderr, which a CLI runner of the same test may hold
+        # at that moment, so the traceback landed in a command's output.
+        self.errors.append(sys.exc_info()[1])
 
     def url(self, path="/ok", host=RECEIVER_HOST):
         """A URL of this receiver under `host`."""

@@ -1,4 +1,4 @@
--- Migration 23: requests are counted by reservations each process takes of a window (rate_limit_counters keeps
+-- Migration 26: requests are counted by reservations each process takes of a window (rate_limit_counters keeps
 -- what the last one got) and served from memory, and the principals each API process keeps are dropped when
 -- a write changes one (notify_principals). The request's count and page are no longer one call:
 -- authenticate_and_count and counted_shipment_page go.
