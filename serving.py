@@ -170,7 +170,7 @@ class JsonErrorWorker(ThreadWorker):
         settings = load_config()
         self.body_limit = settings["MAX_CONTENT_LENGTH"]
         # A request in the application holds at most one pooled connection: no more run at once than the pool
-        # holds, so the others wait here for one rather than fail for want of a connection (models/db.py).
+        # holds, so the others wait here for one rather than fail for want of a connection (models/pool.py).
         self.in_application = threading.BoundedSemaphore(int(settings["DATABASE_POOL_SIZE"]))
         self.response_seconds = float(settings["RESPONSE_SECONDS"])
         self.seconds_per_byte = 1 / float(settings["RESPONSE_BYTES_PER_SECOND"])
