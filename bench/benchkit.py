@@ -1,5 +1,6 @@
 """What the benchmarks share: the bench database, the flask CLI, gunicorn on 127.0.0.1, percentiles."""
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -25,10 +26,10 @@ def bench_url(database=BENCH_DB):
     return urlunsplit(urlsplit(server)._replace(path="/" + database)), server
 
 
-def run(*args, env, capture=False):
-    """Run a flask CLI command against the bench database."""
+def run(*args, env, capture=False, cwd=ROOT):
+    """Run a flask CLI command of the checkout `cwd` (this one by default) against the bench database."""
     command = [sys.executable, "-m", "flask", "--app", "app", *args]
-    out = subprocess.run(command, cwd=ROOT, env=env, check=True, text=True,
+    out = subprocess.run(command, cwd=cwd, env=env, check=True, text=True,
                          stdout=subprocess.PIPE if capture else None)
     return out.stdout.strip() if capture else None
 
@@ -54,12 +55,13 @@ def schema_database(server, database):
     return conn
 
 
-def seed(server, env, count, database=BENCH_DB):
-    """Recreate a bench database (env's DATABASE_URL names it) and fill it with `count` demo shipments."""
+def seed(server, env, count, database=BENCH_DB, cwd=ROOT):
+    """Recreate a bench database (env's DATABASE_URL names it) and fill it with `count` demo shipments, by the
+    checkout `cwd` (its schema and its seed)."""
     recreate(server, database)
-    run("db", "init", env=env)
+    run("db", "init", env=env, cwd=cwd)
     started = time.monotonic()
-    run("demo", "seed", "--shipments", str(count), env=env)
+    run("demo", "seed", "--shipments", str(count), env=env, cwd=cwd)
     print(f"seeded {count} shipments in {time.monotonic() - started:.0f} s", flush=True)
     conn = psycopg2.connect(env["DATABASE_URL"])
     conn.autocommit = True
@@ -68,20 +70,43 @@ def seed(server, env, count, database=BENCH_DB):
     conn.close()
 
 
-def copy_database(server, database, copy):
-    """Recreate `copy` as a copy of `database` (no one connected to it); returns its URL.
+def code_database(server, env, database, code, shipments=None):
+    """The URL of `<database>_code`, the database another checkout (`code`, e.g. the code before a change) is
+    served from beside `database`.
 
-    For another checkout measured beside this one: two versions of the code keep stored renderings made by
-    different code (docs/rendering.md, `renderer`), so on one database each would replace the other's.
+    Each checkout has a database of its own: its schema (the code before a migration cannot run on the schema
+    after it) and its stored renderings (docs/rendering.md, `renderer`: on one database each version would
+    replace the other's). With `shipments` it is seeded now by that checkout's own `flask demo seed`, which
+    plans from seeded random numbers: the same demo data as `database`'s seeded with the same count. Without,
+    it is used as an earlier run of a bench seeded it (`flask db init` of the checkout is all that runs).
     """
-    recreate(server, copy, template=database)
-    return urlunsplit(urlsplit(server)._replace(path="/" + copy))
+    copy = database + "_code"
+    url = urlunsplit(urlsplit(server)._replace(path="/" + copy))
+    code_env = {**env, "DATABASE_URL": url}
+    if shipments:
+        seed(server, code_env, shipments, copy, cwd=code)
+    elif not exists(server, copy):
+        raise SystemExit(f"{copy} does not exist: seed it with --shipments N (each checkout seeds its own)")
+    run("db", "init", env=code_env, cwd=code)
+    return url
 
 
-def acme_token(env, name):
-    """A new 30-day token of acme's owner called `name` (one of that name is replaced); its value."""
+def exists(server, database):
+    """Whether `database` exists on `server`."""
+    admin = psycopg2.connect(urlunsplit(urlsplit(server)._replace(path="/postgres")))
+    try:
+        with admin.cursor() as cur:
+            cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,))
+            return cur.fetchone() is not None
+    finally:
+        admin.close()
+
+
+def acme_token(env, name, cwd=ROOT):
+    """A new 30-day token of acme's owner called `name` (one of that name is replaced), made by the checkout
+    `cwd`'s CLI in env's database; its value."""
     return run("tokens", "create", "--org", "acme", "--user", "owner@acme.example", "--name", name,
-               "--expires", "30d", "--replace", env=env, capture=True)
+               "--expires", "30d", "--replace", env=env, capture=True, cwd=cwd)
 
 
 def acme_id(url):
@@ -95,22 +120,31 @@ def acme_id(url):
         conn.close()
 
 
-def start_gunicorn(env, port, workers, target="app:create_app()", cwd=ROOT, probe="/openapi.json", stdout=None):
+def start_gunicorn(env, port, workers, target="app:create_app()", cwd=ROOT, probe="/openapi.json", stdout=None,
+                   config=None):
     """gunicorn with `target` (the service by default) on 127.0.0.1:port; returns the master once it answers.
 
     `stdout` takes the access log (gunicorn.conf.py's "-"), e.g. subprocess.DEVNULL; the bench's own by default.
+    `config` is a gunicorn settings file instead of `cwd`'s gunicorn.conf.py.
     """
+    with socket.socket() as taken:   # else the probe would be answered by whatever serves the port
+        if taken.connect_ex(("127.0.0.1", port)) == 0:
+            raise SystemExit(f"127.0.0.1:{port} is in use: stop what serves it, or give the bench other ports")
     process = subprocess.Popen([str(Path(sys.executable).parent / "gunicorn"), "-w", str(workers),
+                                *(["-c", str(config)] if config else []),
                                 "-b", f"127.0.0.1:{port}", "--log-level", "warning", target],
                                cwd=cwd, env=env, stdout=stdout)
     for _ in range(100):
+        if process.poll() is not None:
+            break
         try:
             requests.get(f"http://127.0.0.1:{port}{probe}", timeout=1)
             return process
         except requests.RequestException:
             time.sleep(0.2)
     process.kill()
-    raise SystemExit("gunicorn did not start")
+    process.wait()
+    raise SystemExit(f"gunicorn did not start on 127.0.0.1:{port}")
 
 
 def start_service(env, port, workers, options=()):

@@ -1,6 +1,7 @@
 """The ceiling (not the service): the service's own page, its bytes held in memory and sent as they are.
 
-Served by bench/floor.py under the service's own gunicorn.conf.py (its threaded worker, 32 threads).
+Served by bench/floor.py under the service's own gunicorn settings (bench/floor_gunicorn.conf.py: its threaded
+worker, 32 threads).
 """
 import os
 from pathlib import Path

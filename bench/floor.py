@@ -20,9 +20,11 @@ Only 2xx answers count. A round that met any other answer, or a connection error
 every ratio it enters is printed INVALID, and the run exits with status 1: a floor answering 500s quickly
 would otherwise make the service look slow.
 
-With `--code DIR` a third gunicorn serves a copy of the same database from another checkout (the code
-before a change, e.g. `git archive <commit> | tar -x -C DIR`), measured in turn with the others, so old
-and new are compared in the same run and each against the same floor.
+With `--code DIR` a third gunicorn serves the same data from another checkout (the code before a change,
+e.g. `git archive <commit> | tar -x -C DIR`), on a database of its own that the checkout seeds itself
+with `--shipments` (benchkit.code_database: `<database>_code`, reused as it is without `--shipments`),
+measured in turn with the others, so old and new are compared in the same run and each against the same
+floor.
 """
 import argparse
 import os
@@ -39,9 +41,12 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchkit import (BENCH_DB, RAISED_LIMITS, acme_id, acme_token, bench_url, copy_database, percentile,  # noqa: E402
+from benchkit import (BENCH_DB, RAISED_LIMITS, acme_id, acme_token, bench_url, code_database, percentile,  # noqa: E402
                       run, seed, start_gunicorn)
 from proc_cpu import cpu_seconds  # noqa: E402
+
+# The floor's and the ceiling's gunicorn settings: the service's own, less its MCP server.
+FLOOR_CONFIG = Path(__file__).resolve().parent / "floor_gunicorn.conf.py"
 
 
 def throughput(url, headers, clients, seconds):
@@ -108,30 +113,32 @@ def backend_cpu(conn, databases):
         return {pid: cpu_seconds(pid) or 0.0 for (pid,) in cur.fetchall()}
 
 
-def start_servers(args, env, token):
-    """({name: gunicorn master}, {name: (URL, headers)}, the ceiling's body file): service, floor, other, ceiling."""
+def start_servers(args, env, token, code_env, servers, body):
+    """{name: (URL, headers)} of the service, the floor, the other checkout (with `code_env`) and the ceiling
+    (its answer written to `body`), each started into `servers` ({name: gunicorn master}) as it comes."""
     ports = {"service": args.port, "floor": args.port + 1, "other": args.port + 2, "ceiling": args.port + 3}
     auth = {"Authorization": f"Bearer {token}"}
     # Every access log line (one per request) is written by all of them, to --access-log: a terminal would slow
     # the writers down and bury the figures.
     quiet = {"workers": 2, "stdout": args.access_log}
-    servers = {"service": start_gunicorn(env, ports["service"], **quiet)}
-    # From the project's root, so gunicorn reads the service's gunicorn.conf.py for them too: like with like.
-    servers["floor"] = start_gunicorn(env, ports["floor"], target="bench.floor_app:app", probe="/shipments", **quiet)
+    servers["service"] = start_gunicorn(env, ports["service"], **quiet)
+    # The service's gunicorn.conf.py for them too, less its MCP server (bench/floor_gunicorn.conf.py): like with like.
+    servers["floor"] = start_gunicorn(env, ports["floor"], target="bench.floor_app:app", probe="/shipments",
+                                      config=FLOOR_CONFIG, **quiet)
     targets = {"service": (f"http://127.0.0.1:{ports['service']}/shipments?limit=100", auth),
                "floor": (f"http://127.0.0.1:{ports['floor']}/shipments", {})}
-    if args.code:   # the same data, its stored renderings its own (benchkit.copy_database)
-        code_env = {**env, "DATABASE_URL": copy_database(bench_url()[1], args.database, args.database + "_code")}
-        servers["other"] = start_gunicorn(code_env, ports["other"], cwd=Path(args.code), **quiet)
-        targets["other"] = (f"http://127.0.0.1:{ports['other']}/shipments?limit=100", auth)
-    body = Path(f"/tmp/ceiling-{os.getpid()}.json")
+    if code_env:
+        code = Path(args.code)
+        servers["other"] = start_gunicorn(code_env, ports["other"], cwd=code, **quiet)
+        targets["other"] = (f"http://127.0.0.1:{ports['other']}/shipments?limit=100",
+                            {"Authorization": f"Bearer {acme_token(code_env, 'floor', cwd=code)}"})
     answer = requests.get(targets["service"][0], headers=auth, timeout=30)
     answer.raise_for_status()
     body.write_bytes(answer.content)
     servers["ceiling"] = start_gunicorn({**env, "CEILING_BODY": str(body)}, ports["ceiling"],
-                                       target="bench.ceiling_app:app", probe="/shipments", **quiet)
+                                       target="bench.ceiling_app:app", probe="/shipments", config=FLOOR_CONFIG, **quiet)
     targets["ceiling"] = (f"http://127.0.0.1:{ports['ceiling']}/shipments", {})
-    return servers, targets, body
+    return targets
 
 
 def measure(args, servers, targets, database):
@@ -217,17 +224,21 @@ def main():
     run("db", "init", env=env)
     token = acme_token(env, "floor")
     env["FLOOR_ORGANIZATION"] = str(acme_id(url))
-    servers, targets, body = start_servers(args, env, token)
+    code_env = None
+    if args.code:   # the same data in a database of its own (benchkit.code_database)
+        code_env = {**env, "DATABASE_URL": code_database(server, env, args.database, Path(args.code), args.shipments)}
+    servers, body = {}, Path(f"/tmp/ceiling-{os.getpid()}.json")
     database = psycopg2.connect(url)
     database.autocommit = True
     try:
+        targets = start_servers(args, env, token, code_env, servers, body)
         counted = report(args, *measure(args, servers, targets, database))
     finally:
         database.close()
         for process in servers.values():
             process.terminate()
             process.wait()
-        body.unlink()
+        body.unlink(missing_ok=True)
     sys.exit(0 if counted else 1)
 
 

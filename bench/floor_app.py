@@ -1,7 +1,7 @@
 """The floor (not the service): the same 100 shipment rows as one json_agg, its text passed through.
 
-Served by bench/floor.py under the service's own gunicorn.conf.py (its threaded worker, 32 threads), so
-requests run at once in a worker: each takes a connection of its own from a small pool.
+Served by bench/floor.py under the service's own gunicorn settings (bench/floor_gunicorn.conf.py: its threaded
+worker, 32 threads), so requests run at once in a worker: each takes a connection of its own from a small pool.
 """
 import os
 

@@ -7,10 +7,11 @@
 bench/pooled.py's database (or `--database`) and services (`direct`, `form`: direct in the transaction
 pooler's form, `pooled`: through Debian's PgBouncer in transaction mode, `found`: through it undeclared),
 each under gunicorn with one worker, asked one request at a time; with `--code DIR`, that checkout's
-`direct` and `pooled` too, on a copy of the database, in the same rounds. Per request, in milliseconds of CPU (user + system, from /proc): the gunicorn
-worker, the PostgreSQL server's processes (the children of the postmaster serving the bench database),
-PgBouncer, and this client; medians over the rounds. Throughput on two cores follows from the sum:
-bench/pooled.py measures it. Not a test.
+`direct` and `pooled` too, on its own database (seeded by `bench/pooled.py --code DIR`:
+benchkit.code_database), in the same rounds. Per request, in milliseconds of CPU (user + system, from
+/proc): the gunicorn worker, the PostgreSQL server's processes (the children of the postmaster serving the
+bench database), PgBouncer, and this client; medians over the rounds. Throughput on two cores follows from
+the sum: bench/pooled.py measures it. Not a test.
 """
 import argparse
 import os
@@ -26,7 +27,7 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchkit import RAISED_LIMITS, ROOT, acme_token, bench_url, copy_database, run, start_gunicorn  # noqa: E402
+from benchkit import RAISED_LIMITS, ROOT, acme_token, bench_url, code_database, run, start_gunicorn  # noqa: E402
 from pooled import DATABASE, service_envs  # noqa: E402
 from proc_cpu import cpu_seconds  # noqa: E402
 
@@ -83,28 +84,31 @@ def main():
     url, server = bench_url(args.database)
     env = {**os.environ, "DATABASE_URL": url, "SHIPTRACK_RATE_LIMITS": RAISED_LIMITS}
     run("db", "init", env=env)
-    headers = {"Authorization": f"Bearer {acme_token(env, 'pooled-cpu')}"}
+    token = {"Authorization": f"Bearer {acme_token(env, 'pooled-cpu')}"}
     bouncer = PgBouncer(server, "transaction").start()
     services = {name: (port, service_env)
                 for (name, service_env), port in zip(service_envs(env, bouncer, url).items(), (18794, 18795, 18796, 18789))}
-    code = {name: ROOT for name in services}
-    if args.code:   # a copy of the database: its stored renderings its own (benchkit.copy_database)
-        code_url = copy_database(server, args.database, args.database + "_code")
+    code, headers = {name: ROOT for name in services}, {name: token for name in services}
+    if args.code:   # its own database, seeded by an earlier bench/pooled.py --code (benchkit.code_database)
+        code_url = code_database(server, env, args.database, Path(args.code))
         services.update({"direct (code)": (18797, {**env, "DATABASE_URL": code_url}),
                          "pooled (code)": (18798, {**services["pooled"][1], "DATABASE_URL": bouncer.url(code_url)})})
         code.update({"direct (code)": Path(args.code), "pooled (code)": Path(args.code)})
-    masters = {name: start_gunicorn(service_env, port, workers=1, cwd=code[name])
-               for name, (port, service_env) in services.items()}
-    server_pid, session = postmaster(url), requests.Session()
+        code_token = acme_token(services["direct (code)"][1], "pooled-cpu", cwd=Path(args.code))
+        code_token = {"Authorization": f"Bearer {code_token}"}
+        headers.update({"direct (code)": code_token, "pooled (code)": code_token})
+    masters, server_pid, session = {}, postmaster(url), requests.Session()
     results = {name: [] for name in services}
     try:
+        for name, (port, service_env) in services.items():
+            masters[name] = start_gunicorn(service_env, port, workers=1, cwd=code[name], stdout=subprocess.DEVNULL)
         targets = {name: f"http://127.0.0.1:{port}/shipments?limit=100" for name, (port, _env) in services.items()}
-        for target in targets.values():  # warm every one (stored renderings, caches, plans)
+        for name, target in targets.items():  # warm every one (stored renderings, caches, plans)
             for _ in range(30):
-                session.get(target, headers=headers, timeout=30).raise_for_status()
+                session.get(target, headers=headers[name], timeout=30).raise_for_status()
         for round_number in range(args.rounds):
             for name, target in targets.items():
-                figures = measure(session, target, headers, args.requests, children(masters[name].pid),
+                figures = measure(session, target, headers[name], args.requests, children(masters[name].pid),
                                   server_pid, bouncer.process.pid)
                 results[name].append(figures)
                 print(f"round {round_number + 1}: {name:13} " + _line(figures), flush=True)

@@ -3,17 +3,19 @@
     .venv/bin/python bench/profile_list.py --seconds 20
     .venv/bin/python bench/profile_list.py --seconds 20 --code /tmp/before   # another checkout, same way
 
-Serves the bench database of bench/api.py (a copy of it with --code, whose stored renderings are that
-checkout's own) from the checkout under gunicorn with 2 workers, loads it with wrk (4 connections), and
-samples one worker with py-spy (`--idle`: a thread waiting for PostgreSQL counts; `--cpu`: only threads on
-a CPU) for `--seconds`. Each
+Serves the bench database of bench/api.py (with --code, `<database>_code`, which `bench/floor.py --code DIR
+--shipments N` seeded with that checkout: benchkit.code_database) from the checkout under gunicorn with 2
+workers, loads it with wrk (4 connections), and samples one worker with py-spy (`--idle`: a thread waiting
+for PostgreSQL counts; `--cpu`: only threads on a CPU) for `--seconds`. Each
 sample of a thread serving a request is put in the first bucket whose frame it holds (a thread waiting for
 work, or the worker's main loop waiting for connections, is left out); the table gives each bucket's
-share of the samples of requests. Needs py-spy (`.venv/bin/pip install py-spy`) and root or ptrace rights.
+share of the samples of requests. Needs py-spy (`.venv/bin/pip install py-spy`, or any py-spy on PATH) and
+root or ptrace rights.
 """
 import argparse
 import collections
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchkit import (BENCH_DB, RAISED_LIMITS, ROOT, acme_token, bench_url, copy_database, run,  # noqa: E402
+from benchkit import (BENCH_DB, RAISED_LIMITS, ROOT, acme_token, bench_url, code_database, run,  # noqa: E402
                       start_gunicorn)
 
 # (bucket, what a frame of it contains), the first that matches a sample takes it: the order matters.
@@ -31,6 +33,7 @@ BUCKETS = (
     ("the statement: the rest of execute (sending it, libpq)", ("execute (",)),
     ("taking a pooled connection (checkout, looks_alive)", ("checkout (models/db.py",)),
     ("decoding rows from the driver (fetchall, row dicts)", ("fetchall (", "fetchone (", "fetchmany (")),
+    ("the guard before the view: the token's principal, the rate limits (api/guard.py)", ("guard_request (",)),
     ("joining the body and its ETag", ("list_bytes (", "list_text (", "joined (", "dumps (", "body_etag (",
                                        "stored_etag (", "md5_list_digest (")),
     ("writing the head (a sendall of its own)", ("send_headers (",)),
@@ -57,6 +60,12 @@ def classify(path):
     return counts
 
 
+def py_spy():
+    """The virtual environment's py-spy, else the one on PATH."""
+    beside = Path(sys.executable).parent / "py-spy"
+    return str(beside) if beside.exists() else shutil.which("py-spy") or sys.exit("py-spy is not installed")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=20)
@@ -69,11 +78,13 @@ def main():
 
     url, server = bench_url(args.database)
     env = {**os.environ, "DATABASE_URL": url, "SHIPTRACK_RATE_LIMITS": RAISED_LIMITS}
-    run("db", "init", env=env)
-    token = acme_token(env, "profile")
-    if args.code:
-        env["DATABASE_URL"] = copy_database(server, args.database, args.database + "_profile")
-    service = start_gunicorn(env, args.port, workers=2, cwd=Path(args.code) if args.code else ROOT,
+    code = Path(args.code) if args.code else ROOT
+    if args.code:   # its own database, seeded by an earlier bench/floor.py --code (benchkit.code_database)
+        env["DATABASE_URL"] = code_database(server, env, args.database, code)
+    else:
+        run("db", "init", env=env)
+    token = acme_token(env, "profile", cwd=code)
+    service = start_gunicorn(env, args.port, workers=2, cwd=code,
                              stdout=subprocess.DEVNULL)   # the access log, written as bench/floor.py writes it
     target = f"http://127.0.0.1:{args.port}/shipments?limit=100"
     raw = Path(tempfile.mkdtemp()) / "samples.txt"
@@ -84,7 +95,7 @@ def main():
         load = subprocess.Popen(wrk, stdout=subprocess.PIPE, text=True)
         time.sleep(3)
         worker = int(Path(f"/proc/{service.pid}/task/{service.pid}/children").read_text().split()[0])
-        subprocess.run([str(Path(sys.executable).parent / "py-spy"), "record", *([] if args.cpu else ["--idle"]),
+        subprocess.run([py_spy(), "record", *([] if args.cpu else ["--idle"]),
                         "--format", "raw",
                         "--rate", str(args.rate), "--duration", f"{args.seconds:g}", "--pid", str(worker),
                         "--output", str(raw), "--nonblocking"], check=True, stdout=subprocess.DEVNULL,
