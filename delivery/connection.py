@@ -12,12 +12,16 @@ from models import db
 
 log = logging.getLogger("delivery")
 
-# Reconnecting after a lost connection: the first try at once, then waits doubling up to the cap.
+# Reconnecting after a lost connection: the first try at once, then waits doubling up to the cap, each a
+# random half to whole of it. The cap bounds how late the process is back once the database is (a standby
+# promoted: docs/operations.md, "Failover"); each try against a database that refuses costs it one failed
+# connection, so a process makes one or two a second while it is away (bench/failover.py).
 RECONNECT_FIRST_SECONDS = 0.1
-RECONNECT_MAX_SECONDS = 5.0
+RECONNECT_MAX_SECONDS = 1.0
 CHANNEL = "webhook_events"  # the outbox triggers NOTIFY it (schema.sql) when an event is written
 # After a failed try, listening is tried again after this long, doubling up to the cap: a database that
 # does not answer holds each try for the connect timeout, and meanwhile new events are found by polling.
+# Once the link's connection is made again, listening is tried at once (Listener.retry_now).
 LISTEN_RETRY_FIRST_SECONDS = 5.0
 LISTEN_RETRY_MAX_SECONDS = 60.0
 
@@ -143,6 +147,10 @@ class Listener:
             return False
         self.conn, self._retry_at, self._retry_wait = conn, 0.0, LISTEN_RETRY_FIRST_SECONDS
         return True
+
+    def retry_now(self):
+        """Try listening at the next connect(), and back off from the first wait again: the database is back."""
+        self._retry_at, self._retry_wait = 0.0, LISTEN_RETRY_FIRST_SECONDS
 
     def heard(self):
         """Take the notifications that have arrived, with no round trip; True when there is news.

@@ -54,12 +54,14 @@ class Dispatcher:
         # again after a reconnect): its leases name it, and another process frees them at once if it dies.
         self.holder, self.held_on = None, None
         self.unopened = set()  # endpoints whose secret would not open, said once each
+        self.listen_now = False  # the link reconnected: a listener waiting to try again tries at once
 
     def _kept(self):
         return sum(self.in_flight.values()), len(self.unrecorded) + self.results.qsize()
 
     def _reconnected(self):
-        self.render_now = True  # notifications sent meanwhile are lost; look for work at once
+        # Notifications sent meanwhile are lost: look for work at once, and listen again at once.
+        self.render_now = self.listen_now = True
 
     def _leases(self):
         """A deadline for a lost connection while outcomes are held: the lease's length from now.
@@ -140,6 +142,9 @@ class Dispatcher:
                 timeout = self.link.run(lambda: self.next_claim_in(idle_seconds), None)
                 if timeout is None:
                     continue
+                if self.listen_now:  # the database is back: a listener waiting out its retry tries now
+                    listener.retry_now()
+                    self.listen_now = False
                 if listener.conn is None:
                     if listener.connect():
                         self.render_now, timeout = True, 0.0

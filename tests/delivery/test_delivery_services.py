@@ -7,6 +7,8 @@ from datetime import timedelta
 
 import pytest
 
+from delivery import connection
+from delivery.connection import Link
 from delivery.worker import DatabaseUnavailable, Dispatcher
 from models import db
 from tests.support.factories import make_org
@@ -178,6 +180,62 @@ def test_a_watch_told_to_stop_during_an_outage_ends_at_once_when_it_holds_nothin
         watching.join(10)
         assert not watching.is_alive() and time.monotonic() - stopped < 6   # one backoff at most, not 60 s
         assert [type(error) for error in ended] == [DatabaseUnavailable]
+    finally:
+        monkeypatch.undo()
+        dispatcher.close()
+
+
+def test_a_lost_connection_is_tried_again_at_least_every_second_with_jitter(settings, monkeypatch):
+    # The cap bounds how late the process is back after its database is (a standby promoted): a second.
+    link = Link(settings.target)
+    tries, slept, real_connect = [], [], db.connect
+
+    def refused_eight_times(target):
+        tries.append(target)
+        if len(tries) <= 8:
+            raise db.DatabaseUnavailable("connection refused (the test's outage)")
+        return real_connect(target)
+    monkeypatch.setattr(db, "connect", refused_eight_times)
+    monkeypatch.setattr(connection.time, "sleep", slept.append)
+    try:
+        link.reconnect(db.DatabaseLost("server closed the connection unexpectedly"), None)
+    finally:
+        monkeypatch.undo()
+        link.close()
+    assert len(tries) == 9 and len(slept) == 8
+    caps = [0.1, 0.2, 0.4, 0.8, 1.0, 1.0, 1.0, 1.0]
+    assert all(cap / 2 <= wait <= cap for wait, cap in zip(slept, caps)), slept
+    assert len(set(slept[4:])) == 4, "jittered: many processes do not all try at once"
+
+
+def test_a_watch_listens_again_as_soon_as_its_connection_is_made_again(conn, settings, monkeypatch, caplog):
+    # The listening connection is found lost first (the loop waits on its socket) and waits
+    # LISTEN_RETRY_FIRST_SECONDS (5 s) before trying again; the link's connection made again says the
+    # database is back, and listening is tried at once.
+    caplog.set_level(logging.INFO, "delivery")
+    dispatcher = Dispatcher(settings)
+    sessions = ("SELECT {} FROM pg_stat_activity WHERE datname = current_database() "
+                "AND query = 'LISTEN webhook_events' AND application_name = 'shiptrack-delivery'")
+    watching = threading.Thread(target=dispatcher.watch, kwargs={"idle_seconds": 0.1}, daemon=True)
+    refused = []
+
+    def down(target):
+        refused.append(target)
+        raise db.DatabaseUnavailable("connection refused (the test's outage)")  # what db.connect raises
+    try:
+        watching.start()
+        assert wait_for(lambda: _count(conn, sessions.format("count(*)")) == 1, 10)
+        monkeypatch.setattr(db, "connect", down)
+        _rows(conn, sessions.format("pg_terminate_backend(pid)"))
+        assert wait_for(lambda: len(refused) == 1, 10), "the listener tried once, and waits"
+        _rows(conn, f"SELECT pg_terminate_backend({dispatcher.link.conn.get_backend_pid()})")
+        assert wait_for(lambda: len(refused) >= 3, 10), "the link tries again and again"
+        monkeypatch.undo()
+        assert wait_for(lambda: "database connection restored" in caplog.text, 5)
+        assert wait_for(lambda: _count(conn, sessions.format("count(*)")) == 1, 2.5), "listening again before 5 s"
+        dispatcher.stop()
+        watching.join(10)
+        assert not watching.is_alive()
     finally:
         monkeypatch.undo()
         dispatcher.close()
