@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 import psycopg2
 import psycopg2.extensions
 
+from models import deadline
 from models.cursors import Connection, Cursor, execute, execute_one
 from models.db_errors import DatabaseUnavailable, unavailable
 
@@ -77,11 +78,16 @@ def connect(target):
     extra = {} if _names_itself(target.url) else {"application_name": target.application_name}
     if target.connect_timeout:
         extra["connect_timeout"] = max(2, round(target.connect_timeout))  # libpq's own minimum is 2 s
-    try:
-        conn = psycopg2.connect(target.url, connection_factory=Connection,
-                                cursor_factory=target.cursor_factory, **extra)
-    except psycopg2.Error as error:
-        raise unavailable(error) from error
+    dsn = target.url
+    while True:
+        try:
+            conn = psycopg2.connect(dsn, connection_factory=Connection, cursor_factory=target.cursor_factory, **extra)
+            break
+        except psycopg2.Error as error:
+            hung = getattr(error, "hung_host", None)  # of a multi-host URL, one that did not answer in time:
+            dsn = hung and deadline.without_host(dsn, hung)  # tried next, as libpq's own wait does (models/deadline.py)
+            if not dsn:
+                raise unavailable(error) from error
     conn.target = target
     autocommit = conn.autocommit
     conn.autocommit = True

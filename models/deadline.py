@@ -6,10 +6,12 @@ server that stopped answering never reaches it, and the request would hang until
 worker. psycopg2's wait callback lets the process wait on the connection's socket itself: this one
 waits at most the deadline for each answer, then gives up. psycopg2 closes a connection whose wait
 failed, so it leaves the pool, and the error is a QueryCanceledError, which the connection layer
-raises as DatabaseTimeout (models/db_errors.py; the API answers 503). Passing the process's deadline, or a connect's `connect_timeout`,
-opens the circuit breaker (models/breaker.py): the database is taken for not answering. Installed in
-gunicorn's workers (gunicorn.conf.py) and the delivery process: a wait callback runs every statement
-through psycopg2's asynchronous mode, which has no COPY (the seed's).
+raises as DatabaseTimeout (models/db_errors.py; the API answers 503). Passing the process's deadline,
+or a connect's `connect_timeout`, opens the circuit breaker (models/breaker.py): the database is taken
+for not answering; not a host of a multi-host URL passing its connect_timeout while others are left to
+try (the connection layer tries them: without_host). Installed in gunicorn's workers (gunicorn.conf.py)
+and the delivery process: a wait callback runs every statement through psycopg2's asynchronous mode,
+which has no COPY (the seed's).
 """
 import select
 import threading
@@ -117,8 +119,35 @@ def _wait(conn):
             if poller.poll(remaining * 1000):
                 continue
         message = f"the database did not answer within {seconds:g} s" + (f" ({name})" if name else "")
+        hung, others = None, None
         if name == "connect_timeout":
             message = "timeout expired: " + message  # libpq's own words when it keeps connect_timeout
-        if opens and not getattr(_local, "aside", False):
+            hung = (conn.info.host, str(conn.info.port))  # the host libpq was trying
+            others = without_host(conn.dsn, hung)  # its password is hidden: only to know whether others remain
+        if opens and others is None and not getattr(_local, "aside", False):
             breaker.opened(message, started)
-        raise psycopg2.extensions.QueryCanceledError(message)
+        error = psycopg2.extensions.QueryCanceledError(message + (f" at {hung[0]}:{hung[1]}" if others else ""))
+        error.hung_host = hung if others else None  # the connection layer tries the others
+        raise error
+
+
+def without_host(dsn, host):
+    """`dsn` without `host` ((name, port)) when it names other hosts too (a multi-host URL), else None.
+
+    libpq tries the hosts of a multi-host URL in turn, each for connect_timeout, when it waits by
+    itself; waited for here, a connect passing connect_timeout at one host ends there, so the connection
+    layer makes it again without that host (models/connections.py).
+    """
+    parameters = psycopg2.extensions.parse_dsn(dsn)
+    hosts = parameters.get("host", "").split(",")
+    ports = parameters.get("port", "").split(",")
+    if len(hosts) < 2 or "hostaddr" in parameters:
+        return None
+    ports = ports * len(hosts) if len(ports) == 1 else ports
+    kept = [(name, port) for name, port in zip(hosts, ports) if (name, port or "5432") != host]
+    if not kept or len(kept) == len(hosts):
+        return None
+    parameters.update(host=",".join(name for name, _port in kept), port=",".join(port for _name, port in kept))
+    if not parameters["port"].strip(","):
+        del parameters["port"]  # none named: libpq's default for each
+    return psycopg2.extensions.make_dsn(**parameters)
