@@ -99,7 +99,9 @@ class Link:
                 wait = min(RECONNECT_MAX_SECONDS, wait * 2)
                 continue
             self.on_reconnect()
-            log.info("database connection restored; recording %s outcomes kept", self.kept()[1])
+            # Which server: with a multi-host DATABASE_URL, after a failover, another one than before.
+            log.info("database connection restored; recording %s outcomes kept host=%s port=%s", self.kept()[1],
+                     self.conn.info.host, self.conn.info.port)
             return
 
     def close(self):

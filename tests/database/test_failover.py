@@ -172,7 +172,7 @@ def test_a_planned_switchover(pair, receiver, ca_bundle, tmp_path):
     arrivals = _arrivals(receiver)
     assert len({webhook_id for _arrived, webhook_id, _body in arrivals}) == len(arrivals) == 2 * SHIPMENTS
     assert sorted(body for _arrived, _id, body in arrivals) == sorted(_rendered(standby))
-    assert "database connection restored" in output()
+    assert f"database connection restored; recording 0 outcomes kept host=127.0.0.1 port={standby.port}" in output()
 
 
 @pytest.mark.slow

@@ -298,7 +298,8 @@ def test_outcomes_finished_while_the_connection_is_lost_are_recorded_after_recon
         assert wait_for(lambda: dispatcher.results.qsize() == 3, 10)
         assert dispatcher.link.run(dispatcher.record_and_claim, None) is None, "lost, reconnected"
         restored = [r.getMessage() for r in caplog.records if "connection restored" in r.getMessage()]
-        assert restored == ["database connection restored; recording 3 outcomes kept"]
+        where = f"host={conn.info.host} port={conn.info.port}"
+        assert restored == [f"database connection restored; recording 3 outcomes kept {where}"]
         assert _log(conn) == {f"msg_{n}": ["in_flight"] for n in range(1, 4)}, "not recorded yet"
         assert dispatcher.link.run(dispatcher.record_and_claim, None) == 3
         assert _log(conn) == {f"msg_{n}": ["succeeded"] for n in range(1, 4)}
