@@ -98,6 +98,7 @@ _EVENTS = {psycopg2.extensions.POLL_READ: select.POLLIN, psycopg2.extensions.POL
 def _wait(conn):
     """psycopg2's wait callback: poll the connection until its operation is done or the deadline passes."""
     seconds, opens, name = _limit(conn)
+    connecting = conn.status == psycopg2.extensions.STATUS_SETUP  # (the status moves on while it connects)
     started = time.monotonic()
     deadline = started + seconds
     while True:
@@ -119,10 +120,11 @@ def _wait(conn):
             if poller.poll(remaining * 1000):
                 continue
         message = f"the database did not answer within {seconds:g} s" + (f" ({name})" if name else "")
-        hung, others = None, None
         if name == "connect_timeout":
             message = "timeout expired: " + message  # libpq's own words when it keeps connect_timeout
-            hung = (conn.info.host, str(conn.info.port))  # the host libpq was trying
+        hung, others = None, None
+        if connecting:  # libpq was trying one host of the URL
+            hung = (conn.info.host, str(conn.info.port))
             others = without_host(conn.dsn, hung)  # its password is hidden: only to know whether others remain
         if opens and others is None and not getattr(_local, "aside", False):
             breaker.opened(message, started)

@@ -264,3 +264,21 @@ def test_a_host_that_does_not_answer_is_left_out_of_the_next_try(dsn, host, rest
     from models.deadline import without_host
 
     assert without_host(dsn, host) == rest
+
+
+@pytest.mark.slow
+def test_readyz_passes_a_first_host_that_does_not_answer(pair):
+    # Its check bounds each wait to SHIPTRACK_PROBE_TIMEOUT_SECONDS (2 s): passed at the silent host, the next is tried.
+    from app import create_app
+
+    primary, _standby = pair
+    silent = socket.create_server(("127.0.0.1", 0))
+    try:
+        url = f"postgresql://postgres@127.0.0.1:{silent.getsockname()[1]},127.0.0.1:{primary.port}/shiptrack"
+        app = create_app({"TESTING": True, "DATABASE_URL": url + "?target_session_attrs=read-write"})
+        with client_deadline(8):
+            response = app.test_client().get("/readyz")
+        assert (response.status_code, response.get_json()["status"]) == (200, "ready"), response.get_json()
+    finally:
+        silent.close()
+        db.close_pool()
