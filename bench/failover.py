@@ -2,13 +2,15 @@
 
     .venv/bin/python bench/failover.py --rounds 5 --outage 6                      # this checkout
     .venv/bin/python bench/failover.py --rounds 5 --outage 6 --code /tmp/before   # and another, alternating
+    .venv/bin/python bench/failover.py --rounds 3 --outage 12 --silent            # a primary that goes silent
 
 Each round makes a primary and a hot standby of its own on this machine (tests/support/replication.py),
 starts the checkout's service (gunicorn -w 2, its gunicorn.conf.py) and `python -m delivery --watch` on
 the multi-host URL `postgresql://...@primary,standby/shiptrack?target_session_attrs=read-write`, an
 HTTPS receiver of its own, and two clients polling GET /shipments. Then: `pg_ctl stop -m fast` of the
 primary, `--outage` seconds, `pg_ctl promote -w` of the standby, and at once one commit that makes an
-event. Per round:
+event. With `--silent` the primary is not stopped: the processes reach it through a TCP proxy that
+then stops passing anything (a machine gone, packets dropped), while the standby is promoted. Per round:
 
 - first 200: the first GET /shipments answered 200 after `pg_ctl promote` returned (seconds);
 - webhooks again: the arrival of that event's webhook, after `pg_ctl promote` returned (seconds);
@@ -41,6 +43,7 @@ from tests.support.databases import apply_schema  # noqa: E402
 from tests.support.factories import auth, make_org, make_shipment, make_token  # noqa: E402
 from tests.support.processes import free_port, wait_for  # noqa: E402
 from tests.support.replication import Server, multi_host_url  # noqa: E402
+from tests.support.tcp_proxy import TcpProxy  # noqa: E402
 from tests.support.webhooks import TEST_SECRET_KEY, Receiver, add_endpoint  # noqa: E402
 
 
@@ -77,7 +80,7 @@ def arrange(primary, hooks):
 
 def write(url, shipment, status):
     """One commit through the multi-host URL: the shipment's status, which makes one event."""
-    conn = db.connect(url)
+    conn = db.connect(db.Target(url, connect_timeout=2))  # libpq passes a silent host after 2 s
     conn.autocommit = True
     try:
         db.execute(conn, "UPDATE shipments SET status = %(status)s WHERE id = %(id)s", {"status": status, "id": shipment})
@@ -104,7 +107,7 @@ def poll(base, token, seen, done):
         time.sleep(0.01)
 
 
-def one_round(checkout, outage, hooks, bundle):
+def one_round(checkout, outage, hooks, bundle, silent=False):
     """One switchover with `checkout`'s processes; (first 200, webhooks again, tries per second)."""
     folder = Path(tempfile.mkdtemp(prefix="shiptrack-bench-failover-"))
     primary = Server.primary(folder / "primary")
@@ -114,6 +117,9 @@ def one_round(checkout, outage, hooks, bundle):
         standby = primary.standby(folder / "standby")
         servers.append(standby)
         url = multi_host_url([primary, standby], "shiptrack", target_session_attrs="read-write")
+        proxy = TcpProxy(("127.0.0.1", primary.port)).start() if silent else None
+        if silent:
+            url = url.replace(f":{primary.port},", f":{proxy.port},")
         env = {**os.environ, "DATABASE_URL": url, "SHIPTRACK_SECRET_KEY": json.dumps(TEST_SECRET_KEY),
                "SHIPTRACK_RATE_LIMITS": RAISED_LIMITS, "SHIPTRACK_WEBHOOK_ALLOWED_NETWORKS": '["127.0.0.1/32"]',
                "SHIPTRACK_WEBHOOK_CA_BUNDLE": bundle}
@@ -137,12 +143,15 @@ def one_round(checkout, outage, hooks, bundle):
             thread.start()
         time.sleep(1)
         log_at = log.tell()
-        primary.stop("fast")
+        if silent:
+            proxy.hang()
+        else:
+            primary.stop("fast")
         time.sleep(outage)
         standby.promote()
         promoted = time.time()
         write(url, shipment, "in_transit")
-        assert wait_for(lambda: len(hooks.requests) == before + 2, 60), "no webhook after the promotion"
+        assert wait_for(lambda: len(hooks.requests) == before + 2, 120), "no webhook after the promotion"
         assert wait_for(lambda: any(at > promoted and status == 200 for at, status in seen), 60), "no 200"
         done.set()
         for thread in pollers:
@@ -156,6 +165,8 @@ def one_round(checkout, outage, hooks, bundle):
         for process in processes:
             process.terminate()
             process.wait(30)
+        if silent:
+            proxy.stop()
         for server in servers:
             server.remove()
         shutil.rmtree(folder, ignore_errors=True)
@@ -165,6 +176,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--outage", type=float, default=6.0, help="seconds between the stop and the promotion")
+    parser.add_argument("--silent", action="store_true", help="the primary goes silent instead of stopping")
     parser.add_argument("--code", help="another checkout to measure beside this one (the code before a change)")
     args = parser.parse_args()
     hooks, bundle = receiver()
@@ -172,14 +184,15 @@ def main():
     figures = {name: [] for name in checkouts}
     for number in range(1, args.rounds + 1):
         for name, checkout in checkouts.items():
-            first_200, webhooks_again, tries = one_round(checkout, args.outage, hooks, bundle)
+            first_200, webhooks_again, tries = one_round(checkout, args.outage, hooks, bundle, args.silent)
             figures[name].append((first_200, webhooks_again, tries))
             print(f"round {number} {name:4}: first 200 {first_200:5.2f} s, webhooks again {webhooks_again:5.2f} s, "
                   f"{tries:4.1f} tries/s while away", flush=True)
     medians = {name: [statistics.median(column) for column in zip(*rows)] for name, rows in figures.items()}
     for name, (first_200, webhooks_again, tries) in medians.items():
         print(f"median {name:4}: first 200 {first_200:5.2f} s, webhooks again {webhooks_again:5.2f} s, "
-              f"{tries:4.1f} tries/s while away ({args.rounds} rounds, {args.outage:g} s outage)")
+              f"{tries:4.1f} tries/s while away ({args.rounds} rounds, {args.outage:g} s outage"
+              f"{', silent primary' if args.silent else ''})")
     if args.code:
         ratios = [this / code if code else float("nan") for this, code in zip(medians["this"], medians["code"])]
         print("this / code: first 200 {:.2f}, webhooks again {:.2f}, tries/s {:.2f}".format(*ratios))

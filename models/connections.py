@@ -78,7 +78,7 @@ def connect(target):
     extra = {} if _names_itself(target.url) else {"application_name": target.application_name}
     if target.connect_timeout:
         extra["connect_timeout"] = max(2, round(target.connect_timeout))  # libpq's own minimum is 2 s
-    dsn = target.url
+    dsn = deadline.silent_last(target.url)
     while True:
         try:
             conn = psycopg2.connect(dsn, connection_factory=Connection, cursor_factory=target.cursor_factory, **extra)

@@ -8,8 +8,8 @@ waits at most the deadline for each answer, then gives up. psycopg2 closes a con
 failed, so it leaves the pool, and the error is a QueryCanceledError, which the connection layer
 raises as DatabaseTimeout (models/db_errors.py; the API answers 503). Passing the process's deadline,
 or a connect's `connect_timeout`, opens the circuit breaker (models/breaker.py): the database is taken
-for not answering; not a host of a multi-host URL passing its connect_timeout while others are left to
-try (the connection layer tries them: without_host). Installed in gunicorn's workers (gunicorn.conf.py)
+for not answering; not a connect passing its limit at one host of a multi-host URL while others are
+left to try (the connection layer tries them: without_host). Installed in gunicorn's workers (gunicorn.conf.py)
 and the delivery process: a wait callback runs every statement through psycopg2's asynchronous mode,
 which has no COPY (the seed's).
 """
@@ -25,7 +25,11 @@ from models import breaker
 # Above a statement timeout of the server's, the time its answer (an error) has to arrive.
 MARGIN_SECONDS = 3
 
+# How long a host of a multi-host URL that did not answer a connect is tried last by this process.
+SILENT_SECONDS = 60.0
+
 _seconds, _name = None, ""
+_silent = {}  # (host, port) of a multi-host URL that did not answer a connect: tried last until this monotonic time
 _local = threading.local()  # .within: a shorter deadline for this thread's current block (within())
 
 
@@ -130,26 +134,52 @@ def _wait(conn):
             breaker.opened(message, started)
         error = psycopg2.extensions.QueryCanceledError(message + (f" at {hung[0]}:{hung[1]}" if others else ""))
         error.hung_host = hung if others else None  # the connection layer tries the others
+        if others:
+            _silent[hung] = time.monotonic() + SILENT_SECONDS
         raise error
+
+
+def silent_last(dsn):
+    """`dsn` with the hosts that lately did not answer a connect of this process moved last (else as it is).
+
+    After a failover the old primary's address may stay in the URL for a while: when its machine is gone,
+    each new connection would wait its connect timeout there before trying the new primary.
+    """
+    now = time.monotonic()
+    parameters, pairs = _hosts(dsn)
+    last = [pair for pair in pairs if _silent.get((pair[0], pair[1] or "5432"), 0) > now]
+    ordered = [pair for pair in pairs if pair not in last] + last
+    return dsn if ordered == pairs else _with_hosts(parameters, ordered)
 
 
 def without_host(dsn, host):
     """`dsn` without `host` ((name, port)) when it names other hosts too (a multi-host URL), else None.
 
     libpq tries the hosts of a multi-host URL in turn, each for connect_timeout, when it waits by
-    itself; waited for here, a connect passing connect_timeout at one host ends there, so the connection
-    layer makes it again without that host (models/connections.py).
+    itself; waited for here, a connect passing its limit at one host (connect_timeout, or a shorter
+    deadline: /readyz's) ends there, so the connection layer makes it again without that host
+    (models/connections.py).
     """
+    parameters, pairs = _hosts(dsn)
+    kept = [(name, port) for name, port in pairs if (name, port or "5432") != host]
+    if not kept or len(kept) == len(pairs):
+        return None
+    return _with_hosts(parameters, kept)
+
+
+def _hosts(dsn):
+    # (the parameters of `dsn`, its (host, port) pairs); no pairs for one host, or hostaddr (left to libpq).
     parameters = psycopg2.extensions.parse_dsn(dsn)
     hosts = parameters.get("host", "").split(",")
     ports = parameters.get("port", "").split(",")
     if len(hosts) < 2 or "hostaddr" in parameters:
-        return None
-    ports = ports * len(hosts) if len(ports) == 1 else ports
-    kept = [(name, port) for name, port in zip(hosts, ports) if (name, port or "5432") != host]
-    if not kept or len(kept) == len(hosts):
-        return None
-    parameters.update(host=",".join(name for name, _port in kept), port=",".join(port for _name, port in kept))
+        return parameters, []
+    return parameters, list(zip(hosts, ports * len(hosts) if len(ports) == 1 else ports))
+
+
+def _with_hosts(parameters, pairs):
+    parameters = {**parameters, "host": ",".join(name for name, _port in pairs),
+                  "port": ",".join(port for _name, port in pairs)}
     if not parameters["port"].strip(","):
         del parameters["port"]  # none named: libpq's default for each
     return psycopg2.extensions.make_dsn(**parameters)

@@ -14,10 +14,12 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+import psycopg2
+import psycopg2.extensions
 import pytest
 import requests
 
-from models import breaker, db
+from models import breaker, db, deadline
 from tests.support import ROOT
 from tests.support.databases import apply_schema
 from tests.support.factories import auth, make_org, make_shipment, make_token
@@ -228,21 +230,27 @@ def test_the_cli_on_a_multi_host_url_reads_and_writes_on_the_primary(pair, recei
 
 
 @pytest.mark.slow
-def test_a_first_host_that_does_not_answer_is_passed_for_the_next_at_its_connect_timeout(pair):
+def test_a_first_host_that_does_not_answer_is_passed_for_the_next_then_tried_last(pair, monkeypatch):
     # libpq waiting by itself tries each host for connect_timeout; the client deadline (models/deadline.py),
     # which every process installs, waits instead of libpq and makes the connection again without that host.
     primary, _standby = pair
+    monkeypatch.setattr(deadline, "_silent", {})
     silent = socket.create_server(("127.0.0.1", 0))  # accepts connections and never answers
+    hosts = f"127.0.0.1:{silent.getsockname()[1]},127.0.0.1:{primary.port}"
+    url = f"postgresql://postgres@{hosts}/shiptrack?target_session_attrs=read-write"
+    tried, connect = [], psycopg2.connect
+    monkeypatch.setattr(psycopg2, "connect", lambda dsn, **kwargs: tried.append(dsn) or connect(dsn, **kwargs))
     try:
-        url = (f"postgresql://postgres@127.0.0.1:{silent.getsockname()[1]},127.0.0.1:{primary.port}/shiptrack"
-               "?target_session_attrs=read-write")
         with client_deadline(8):
-            conn = db.connect(db.Target(url, connect_timeout=2))
-            try:
+            for _time in range(2):
+                conn = db.connect(db.Target(url, connect_timeout=2))
                 assert conn.info.port == primary.port
-                assert not breaker.is_open(), "a host passed for the next is not the database away"
-            finally:
                 conn.close()
+            assert not breaker.is_open(), "a host passed for the next is not the database away"
+            # The first connect waited at the silent host, then tried the other; the second tried it last.
+            ports = [psycopg2.extensions.parse_dsn(dsn).get("port") for dsn in tried]
+            silent_port = silent.getsockname()[1]
+            assert ports == [f"{silent_port},{primary.port}", str(primary.port), f"{primary.port},{silent_port}"]
             with pytest.raises(db.DatabaseTimeout, match=r"^timeout expired: the database did not answer within 2 s "
                                                          r"\(connect_timeout\)$"):
                 db.connect(db.Target(url.replace(f",127.0.0.1:{primary.port}", ""), connect_timeout=2))
@@ -261,9 +269,7 @@ def test_a_first_host_that_does_not_answer_is_passed_for_the_next_at_its_connect
     ("postgresql://u@a:1,b:2/db?hostaddr=127.0.0.1,127.0.0.2", ("a", "1"), None),  # left to libpq
 ])
 def test_a_host_that_does_not_answer_is_left_out_of_the_next_try(dsn, host, rest):
-    from models.deadline import without_host
-
-    assert without_host(dsn, host) == rest
+    assert deadline.without_host(dsn, host) == rest
 
 
 @pytest.mark.slow
@@ -282,3 +288,18 @@ def test_readyz_passes_a_first_host_that_does_not_answer(pair):
     finally:
         silent.close()
         db.close_pool()
+
+
+@pytest.mark.parametrize(("dsn", "rest"), [
+    ("postgresql://u@a:1,b:2,c:3/db?target_session_attrs=read-write",
+     "user=u dbname=db host=b,c,a port=2,3,1 target_session_attrs=read-write"),
+    ("postgresql://u@a,b/db", "user=u dbname=db host=b,a"),
+    ("postgresql://u@b:2,a:1/db", "postgresql://u@b:2,a:1/db"),   # last already
+    ("postgresql://u@a:1/db", "postgresql://u@a:1/db"),            # the only host
+    ("postgresql://u@c:1,d:2/db", "postgresql://u@c:1,d:2/db"),    # none silent
+])
+def test_a_host_that_did_not_answer_lately_is_tried_last(dsn, rest, monkeypatch):
+    silent_until = time.monotonic() + 60
+    monkeypatch.setattr(deadline, "_silent", {("a", "1"): silent_until, ("a", "5432"): silent_until,
+                                              ("d", "2"): time.monotonic() - 1})
+    assert deadline.silent_last(dsn) == rest
