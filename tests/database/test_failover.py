@@ -200,8 +200,8 @@ def test_an_unplanned_failover_that_loses_what_the_standby_had_not_received(pair
         assert response.status_code == 200, response.text
         assert [shipment["status"] for shipment in response.json()["data"]] == ["in_transit"] * SHIPMENTS
         # Every event of the new history is delivered, the ones committed while the process reconnected too.
+        assert wait_for(lambda: len(_rendered(standby)) == 2 * SHIPMENTS, 30), output()
         history = _rendered(standby)
-        assert len(history) == 2 * SHIPMENTS
         assert wait_for(lambda: set(history) <= {body for _a, _id, body in _arrivals(receiver)}, 30), output()
     lost = [body for _a, _id, body in _arrivals(receiver) if json.loads(body)["data"]["object"]["status"] == "error"]
     assert len(lost) == SHIPMENTS and not set(lost) & set(history), "sent, then lost with the primary's WAL"

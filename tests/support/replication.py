@@ -6,9 +6,14 @@ machine's PostgreSQL 15 binaries, or the wheel's when those are missing. A test 
 (`stop("fast")` for a planned switchover, `stop("immediate")` for a crash: what the standby has not
 received is lost), start it again, and promote a standby.
 
-    primary = Server.primary(tmp_path / "primary")
-    standby = primary.standby(tmp_path / "standby")
-    url = multi_host_url(primary, standby, "shiptrack")   # postgresql://...@127.0.0.1:p1,127.0.0.1:p2/...
+    primary = Server.primary(folder / "primary")
+    standby = primary.standby(folder / "standby")
+    url = multi_host_url([primary, standby], "shiptrack", target_session_attrs="read-write")
+    # postgresql://postgres@127.0.0.1:p1,127.0.0.1:p2/shiptrack?target_session_attrs=read-write
+
+`folder` is best one of tempfile.mkdtemp()'s, not under pytest's tmp_path: a pytest session started
+meanwhile (another run on the machine) makes pytest's root private again, and the servers' OS user can
+then no longer reach its folder (pg_ctl stop fails with "Permission denied").
 """
 import os
 import pwd
