@@ -168,8 +168,12 @@ def without_host(dsn, host):
 
 
 def _hosts(dsn):
-    # (the parameters of `dsn`, its (host, port) pairs); no pairs for one host, or hostaddr (left to libpq).
-    parameters = psycopg2.extensions.parse_dsn(dsn)
+    # (the parameters of `dsn`, its (host, port) pairs); no pairs for one host, hostaddr (left to libpq), or
+    # what is not a URL (the connect says so).
+    try:
+        parameters = psycopg2.extensions.parse_dsn(dsn)
+    except psycopg2.ProgrammingError:
+        return {}, []
     hosts = parameters.get("host", "").split(",")
     ports = parameters.get("port", "").split(",")
     if len(hosts) < 2 or "hostaddr" in parameters:

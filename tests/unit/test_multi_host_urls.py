@@ -15,6 +15,7 @@ from models import deadline
     ("postgresql://u@a:1/db", ("a", "1"), None),             # the only host: nothing else to try
     ("postgresql://u@a:1,b:2/db", ("c", "3"), None),         # not one of them
     ("postgresql://u@a:1,b:2/db?hostaddr=127.0.0.1,127.0.0.2", ("a", "1"), None),  # left to libpq
+    ("not a database url", ("a", "1"), None),
 ])
 def test_a_host_that_does_not_answer_is_left_out_of_the_next_try(dsn, host, rest):
     assert deadline.without_host(dsn, host) == rest
@@ -27,6 +28,7 @@ def test_a_host_that_does_not_answer_is_left_out_of_the_next_try(dsn, host, rest
     ("postgresql://u@b:2,a:1/db", "postgresql://u@b:2,a:1/db"),   # last already
     ("postgresql://u@a:1/db", "postgresql://u@a:1/db"),            # the only host
     ("postgresql://u@c:1,d:2/db", "postgresql://u@c:1,d:2/db"),    # none silent
+    ("not a database url", "not a database url"),                  # the connect says so
 ])
 def test_a_host_that_did_not_answer_lately_is_tried_last(dsn, rest, monkeypatch):
     silent_until = time.monotonic() + 60
