@@ -57,7 +57,7 @@ $$;
 -- The history a write is in, begun first when the identity changed: under a lock (two sessions cannot
 -- both begin one), every bigint sequence of the schema jumps 2^32 ahead, so no id the line left behind
 -- handed out (webhook-ids above all) is handed out again. Called before this service's own tables hand
--- out an id (in_history: events, webhook endpoints, tokens) and by every write of a shipment
+-- out an id (in_history: events, webhook endpoints, tokens, shipments) and by every write of a shipment
 -- (shipments_before_write), once per transaction: the answer is kept in shiptrack.history_number until
 -- the transaction ends, never longer (a session can outlive its standby's promotion). SECURITY DEFINER:
 -- a writer allowed to insert rows need not be allowed to move sequences or lock this table.
@@ -188,8 +188,9 @@ BEGIN
 END
 $$;
 
--- The ids this service hands out itself (msg_, whe_, tok_) are handed out in the current history
--- (history(), "Histories" above): checked before a statement's rows take their ids, whoever inserts them.
+-- The ids this service hands out itself (msg_, whe_, tok_), and shipments', are handed out in the current
+-- history (history(), "Histories" above): checked before a statement's rows take their ids, whoever inserts
+-- them (shipments_before_write comes too late for that: a row's id is drawn before its BEFORE ROW triggers).
 CREATE OR REPLACE FUNCTION in_history() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -203,6 +204,8 @@ CREATE OR REPLACE TRIGGER webhook_endpoints_in_history
   BEFORE INSERT ON webhook_endpoints FOR EACH STATEMENT EXECUTE FUNCTION in_history();
 CREATE OR REPLACE TRIGGER tokens_in_history
   BEFORE INSERT ON tokens FOR EACH STATEMENT EXECUTE FUNCTION in_history();
+CREATE OR REPLACE TRIGGER shipments_in_history
+  BEFORE INSERT ON shipments FOR EACH STATEMENT EXECUTE FUNCTION in_history();
 
 INSERT INTO histories (number, system_identifier, timeline, database_oid)
 SELECT 1, i.system_identifier, i.timeline, i.database_oid FROM history_identity() i
