@@ -24,12 +24,12 @@ from models.db import execute_all
 # GET /changes: live and deleted shipments after a position, below the horizon (snapshot, elsewhere and
 # horizon: changes of transactions below it are final, module docstring), oldest change first. A position's
 # transaction is the history's base plus the xid8 (module docstring); `position` turns the cursor's back
-# into the xid8 before the range scans, or into null for a cursor of another history (`elsewhere`).
+# into the xid8 before the range scans, or into null for a cursor of another history (`other_history`).
 # Each branch is one range scan of its (organization_id, change_xid, id) index. A deletion is ignored
 # while the organization has a shipment of that id it has seen (one moved back, or an id given again
 # by hand): that shipment comes whole instead. An empty page is one row of nulls saying whether the
-# cursor is beyond every transaction the server has begun (`beyond`): no position handed out can be,
-# so it came from another server or from before a restore, and would wait for ever.
+# cursor is of another history, or beyond every transaction the server has begun (`beyond`): no position
+# handed out can be, so it came from another server, and would wait for ever.
 FEED_SQL = """
 WITH snapshot AS (SELECT pg_current_snapshot() AS taken),
 elsewhere AS (
@@ -70,7 +70,7 @@ page AS (
    ORDER BY change_xid, id
    LIMIT %(limit)s)
 SELECT c.id, c.revision, h.base + c.change_xid::text::numeric AS change_xid, c.visible,
-       p.xid IS NULL AS elsewhere, p.xid >= pg_snapshot_xmax(snapshot.taken) AS beyond
+       p.xid IS NULL AS other_history, p.xid >= pg_snapshot_xmax(snapshot.taken) AS beyond
   FROM snapshot CROSS JOIN history h CROSS JOIN position p LEFT JOIN page c ON true
  ORDER BY c.change_xid, c.id
 """
@@ -94,7 +94,7 @@ def changes_after(conn, organization_id, position, limit):
     after_txn, after_id = position
     rows = execute_all(conn, FEED_SQL, {"organization_id": organization_id, "after_txn": str(after_txn),
                                         "after_id": after_id, "limit": limit})
-    if rows[0]["elsewhere"]:
+    if rows[0]["other_history"]:
         raise CursorOfAnotherHistory(position)
     if rows[0]["beyond"]:
         raise CursorBeyond(position)
