@@ -814,6 +814,7 @@ BEGIN
         SELECT format('%I.%I', s.schemaname, s.sequencename) AS name, coalesce(s.last_value, 0) AS last_value
           FROM pg_sequences s
          WHERE s.schemaname = current_schema() AND s.data_type = 'bigint'::regtype
+           AND s.sequenceowner = current_user  -- the schema's (the function's owner); another role's is left be
       LOOP
         PERFORM setval(sequence.name, sequence.last_value + jump);
       END LOOP;

@@ -1,4 +1,4 @@
--- Migration 27: histories (docs/operations.md, "After a failover or a restore"). A promoted standby or a
+-- Migration 28: histories (docs/operations.md, "After a failover or a restore"). A promoted standby or a
 -- restore begins a new history at its first write: every id sequence jumps 2^32 ahead (no webhook-id is
 -- handed out twice) and GET /changes numbers its cursors from (history - 1) * 2^48, refusing those of
 -- another history. This database's line so far is history 1, recorded now: its ids and cursors stay valid.
@@ -94,6 +94,7 @@ BEGIN
         SELECT format('%I.%I', s.schemaname, s.sequencename) AS name, coalesce(s.last_value, 0) AS last_value
           FROM pg_sequences s
          WHERE s.schemaname = current_schema() AND s.data_type = 'bigint'::regtype
+           AND s.sequenceowner = current_user  -- the schema's (the function's owner); another role's is left be
       LOOP
         PERFORM setval(sequence.name, sequence.last_value + jump);
       END LOOP;
