@@ -174,12 +174,14 @@ def test_events_starting_after_an_id_of_the_jump_is_refused(conn, client, org):
 
 
 def test_the_jump_needs_no_privilege_of_the_writer(conn, database_url, org):
-    """history() runs as its owner: a role that may only insert events begins a history all the same."""
+    """history() runs as its owner: a role that may only insert events begins a history all the same. What
+    current_history() asks of the server (pg_control_system, pg_walfile_name) any role may ask."""
     role = f"st_writer_{uuid.uuid4().hex[:8]}"
     rows(conn, f"DROP ROLE IF EXISTS {role}")
     rows(conn, f"CREATE ROLE {role}")
     try:
         rows(conn, f"GRANT SELECT, INSERT ON events TO {role}")
+        rows(conn, f"GRANT SELECT ON histories TO {role}")
         move_database(conn)
         writer = db.connect(database_url)
         try:
@@ -188,11 +190,13 @@ def test_the_jump_needs_no_privilege_of_the_writer(conn, database_url, org):
                 cur.execute("INSERT INTO events (organization_id, type, shipment_id) "
                             "VALUES (%s, 'shipment.status_changed', %s) RETURNING id", (org["id"], org["shipment"]))
                 assert cur.fetchone()["id"] > JUMP
+                cur.execute("SELECT current_history() AS number")
+                assert cur.fetchone()["number"] == 2
             writer.commit()
         finally:
             writer.close()
         assert [h["number"] for h in histories(conn)] == [1, 2]
     finally:
-        rows(conn, f"REVOKE ALL ON events FROM {role}")
+        rows(conn, f"REVOKE ALL ON events, histories FROM {role}")
         rows(conn, f"DROP ROLE {role}")
 
