@@ -743,8 +743,8 @@ CREATE TABLE IF NOT EXISTS histories (
 
 -- Who the database is now: only on a primary (pg_walfile_name errors during recovery). The timeline is
 -- the first 8 hex digits of the WAL file name; pg_control_checkpoint's lags a promotion until its checkpoint.
--- plpgsql, whose plans a session keeps: a SQL function returning a record is planned at every call (six
--- times the cost, measured with pgbench).
+-- plpgsql, whose plans a session keeps: a SQL function returning a record is planned at every call (three
+-- to six times the cost, measured with pgbench).
 CREATE OR REPLACE FUNCTION history_identity(OUT system_identifier bigint, OUT timeline integer,
                                             OUT database_oid oid)
 LANGUAGE plpgsql STABLE AS $$
