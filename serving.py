@@ -5,8 +5,10 @@ Requests gunicorn refuses itself are answered with the API's JSON error body (do
 What this takes from gunicorn beyond its settings and hooks (gthread's methods, nr_conns, a request's
 _expected_100_continue, ...) is named in tests/unit/test_gunicorn_names.py, which an upgrade that moves one fails.
 """
+import functools
 import io
 import json
+import selectors
 import socket
 import ssl
 import struct
@@ -20,7 +22,7 @@ from gunicorn.http.body import LengthReader
 from gunicorn.http.wsgi import Response, default_environ
 from gunicorn.workers.gthread import ThreadWorker
 
-from api import metrics
+from api import guard, metrics, waiting
 from api.errors import InternalError, InvalidParameter
 from api.observe import request_id
 from config import load_config
@@ -105,6 +107,11 @@ class ClientSocket(socket.socket):
     seconds_per_byte = 0.0
     # The WSGI environ of the response being written (its request id and route, for the log of a cut).
     environ = None
+    # A held request (api/waiting.py): its Hold, the request as read, and whether the run now ending holds it.
+    held = None
+    request = None
+    conn = None
+    holding = False
 
     def recv(self, size, flags=0):
         """socket.recv, given only the time left before the deadline, if one is set."""
@@ -154,6 +161,12 @@ class ReceivedBody(io.BytesIO):
 
 # What ThreadWorker.handle returns for a connection this worker closed already (see finish_request).
 _CLOSED = object()
+# ... and for a connection whose request is held (api/waiting.py): parked in the worker's selector.
+_PARKED = object()
+
+
+class Held(Exception):
+    """The application offered to hold its request and was taken up: nothing is written now."""
 
 
 class JsonErrorWorker(ThreadWorker):
@@ -175,6 +188,7 @@ class JsonErrorWorker(ThreadWorker):
         self.response_seconds = float(settings["RESPONSE_SECONDS"])
         self.seconds_per_byte = 1 / float(settings["RESPONSE_BYTES_PER_SECOND"])
         self.recording = bool(settings["METRICS_ENABLED"])
+        waiting.WAITERS.limit = int(settings["WAITERS_PER_PROCESS"])
         super().init_process()
 
     def load_wsgi(self):
@@ -187,16 +201,29 @@ class JsonErrorWorker(ThreadWorker):
         application = self.wsgi
 
         def in_place(environ, start_response):
+            sock = environ["gunicorn.socket"]
+            if isinstance(sock, ClientSocket):
+                if sock.held is not None:  # run again after its hold: counted on its first run
+                    environ[waiting.HELD] = sock.held
+                    environ[guard.COUNTED_BY] = sock.held.authentication
+                environ[waiting.HOLD] = functools.partial(self.offer_hold, sock)
             with self.in_application:
                 body = application(environ, start_response)
-            if isinstance(environ["gunicorn.socket"], ClientSocket):
-                environ["gunicorn.socket"].environ = environ
+            if isinstance(sock, ClientSocket):
+                sock.environ = environ
+                if sock.holding:
+                    if hasattr(body, "close"):
+                        body.close()
+                    raise Held()
             return body
 
         self.wsgi = in_place
 
     def handle(self, conn):
-        """ThreadWorker.handle with a deadline on reading the request, closing the connection in this thread."""
+        """ThreadWorker.handle with a deadline on reading the request, closing the connection in this thread.
+
+        A held request's connection is run again here (answer_held) when it is resumed.
+        """
         if type(conn.sock) is socket.socket:  # a new connection (TLS wraps it later, without a deadline)
             conn.sock = ClientSocket(fileno=conn.sock.detach())
             conn.sock.setblocking(False)  # as gthread left it: the thread waits for its first byte in a selector
@@ -204,10 +231,15 @@ class JsonErrorWorker(ThreadWorker):
         if reading:
             conn.sock.deadline = time.monotonic() + REQUEST_SECONDS
         try:
-            keep = super().handle(conn)
+            keep = self.answer_held(conn) if reading and conn.sock.held is not None else super().handle(conn)
         finally:
             if reading:
                 conn.sock.deadline = conn.sock.write_deadline = conn.sock.environ = None
+        if reading:
+            if conn.sock.holding:
+                conn.sock.holding = False
+                return _PARKED
+            conn.sock.held = conn.sock.request = conn.sock.conn = None
         if keep is False:
             # Here, not in the worker's main loop, which would wait up to 2 s on a client that does not close.
             if conn.sock.fileno() != -1:  # not aborted already
@@ -216,17 +248,97 @@ class JsonErrorWorker(ThreadWorker):
         return keep
 
     def finish_request(self, conn, fs):
-        """ThreadWorker.finish_request, for a connection handle() has not closed already."""
+        """ThreadWorker.finish_request, for a connection handle() has not closed already nor parked (park)."""
         if not fs.cancelled() and fs.exception() is None and fs.result() is _CLOSED:
             self.nr_conns -= 1
             return
+        if not fs.cancelled() and fs.exception() is None and fs.result() is _PARKED:
+            self.park(conn)
+            return
         super().finish_request(conn, fs)
 
+    # Held requests (api/waiting.py). The worker's main thread parks and resumes them; its threads run them.
+
+    def offer_hold(self, sock, hold, heard_before):
+        """The application's offer to hold its request (waiting.HOLD): taken unless stopping or full."""
+        if not self.alive:
+            return False
+        hold.resume = functools.partial(self.method_queue.defer, self.resume, sock, hold)
+        if not waiting.WAITERS.add(hold, heard_before):
+            return False
+        sock.held, sock.holding = hold, True
+        return True
+
+    def park(self, conn):
+        """Keep a held request's connection in the selector, watched for its client leaving, until resumed."""
+        hold = conn.sock.held
+        conn.sock.conn = conn
+        if hold.woken or not self.alive:
+            self.enqueue_req(conn)  # resumed while its thread was ending, or the worker stops
+            return
+        hold.parked = True
+        conn.sock.setblocking(False)
+        self.poller.register(conn.sock, selectors.EVENT_READ, functools.partial(self.on_held_readable, conn))
+
+    def resume(self, sock, hold):
+        """Run a held request again (its feed changed, its wait ended, or the worker stops)."""
+        if hold.gone:
+            return
+        if not hold.parked:  # its thread has not returned yet: park() runs it again at once
+            hold.woken = True
+            return
+        hold.parked = False
+        try:
+            self.poller.unregister(sock)
+        except (KeyError, ValueError):  # no longer watched (on_held_readable)
+            pass
+        self.enqueue_req(sock.conn)
+
+    def on_held_readable(self, conn):
+        """A held request's client closed its connection: it is forgotten and closed (or it sent more: kept)."""
+        try:
+            data = conn.sock.recv(1, socket.MSG_PEEK)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        self.poller.unregister(conn.sock)
+        if data:  # bytes after the request (keepalive is off): nobody reads them, the answer closes the connection
+            return
+        hold = conn.sock.held
+        waiting.WAITERS.remove(hold)
+        hold.gone = True
+        conn.sock.held = conn.sock.request = conn.sock.conn = None
+        self.nr_conns -= 1
+        conn.close()
+
+    def answer_held(self, conn):
+        """Run a held request again, whole, in this thread: what ThreadWorker.handle does after reading one."""
+        req = conn.sock.request
+        conn.sock.setblocking(True)
+        try:
+            return self.handle_request(req, conn)
+        except OSError as error:
+            self.log.debug("Ignoring a held request's closed connection: %s", error)
+        except Exception as error:  # noqa: BLE001 (what ThreadWorker.handle answers too)
+            self.handle_error(req, conn.sock, conn.client, error)
+        return False
+
+    def handle_exit(self, sig, frame):
+        """ThreadWorker.handle_exit, answering every held request first: a stopping worker cuts none."""
+        super().handle_exit(sig, frame)
+        self.method_queue.defer(waiting.WAITERS.wake_all)
+
     def handle_request(self, req, conn):
-        """Receive the body first, then run the application (load_wsgi) and write its answer within a deadline."""
-        self.receive_body(req, conn.sock)
+        """Receive the body first, then run the application (load_wsgi) and write its answer within a deadline.
+
+        A request the application holds (Held) writes nothing now: it is kept with its connection (park).
+        """
         if not isinstance(conn.sock, ClientSocket):
+            self.receive_body(req, conn.sock)
             return super().handle_request(req, conn)
+        if conn.sock.held is None:  # a held request's body was received on its first run
+            self.receive_body(req, conn.sock)
         conn.sock.seconds_per_byte = self.seconds_per_byte
         started = time.monotonic()
         conn.sock.write_deadline = started + self.response_seconds
@@ -234,6 +346,9 @@ class JsonErrorWorker(ThreadWorker):
             return super().handle_request(req, conn)
         except ResponseTimeout:
             self.cut(conn.sock, time.monotonic() - started)
+            return False
+        except Held:
+            conn.sock.request = req
             return False
 
     def cut(self, sock, seconds):
