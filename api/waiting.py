@@ -25,8 +25,8 @@ from models.db import execute_all
 
 log = logging.getLogger(__name__)
 
-MAX_WAIT_SECONDS = 50     # the longest `wait`: under the fronts' 60 s timeouts (docs/monitoring.md)
-JITTER = 1 / 16           # a hold ends at a random point of the last sixteenth of its wait
+MAX_WAIT_SECONDS = 60     # the longest `wait`; the fronts' timeouts are 90 s (docs/monitoring.md)
+JITTER = 1 / 16           # a hold ends at a random point of the sixteenth of its wait after it
 POLL_SECONDS = 10         # X-Poll-Interval of an answer with nothing new to a request that did not wait
 FULL_POLL_SECONDS = 5     # ... and of one this process had no room to hold (WAITERS_PER_PROCESS)
 RECHECK_SECONDS = 1.0     # a woken request that still finds nothing looks again this often
@@ -214,7 +214,7 @@ def answer(response, kind, organization_id, wait, nothing_new, heard_before):
     if nothing_new and wait and offer is not None:
         now = time.monotonic()
         if held is None:
-            ends_at = now + wait * (1 - JITTER * random.random())
+            ends_at = now + wait * (1 + JITTER * random.random())
             recheck_at = None
         else:
             ends_at = held.ends_at

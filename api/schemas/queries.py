@@ -19,8 +19,9 @@ class Wait(fields.Integer):
     def __init__(self, nothing_new, until):
         super().__init__(metadata=doc(
             f"Seconds to hold a call answering {nothing_new} until {until}, at most {MAX_WAIT_SECONDS} "
-            f"(a hold ends up to a sixteenth of it early, at random, so clients started together spread out). "
-            f"Omitted, empty or 0: answered at once. Suggested: 30.", minimum=0, maximum=MAX_WAIT_SECONDS,
+            f"(a hold ends up to a sixteenth of it later, at random, so clients started together spread out: give "
+            f"the call a timeout of `wait` plus 10 s). Omitted, empty or 0: answered at once.",
+            minimum=0, maximum=MAX_WAIT_SECONDS,
             parameter=OPTIONAL))
 
     def _deserialize(self, value, attr, data, **kwargs):

@@ -2,7 +2,7 @@
 organization's feed changes or the wait ends, answering what the same call without `wait` answers then.
 
 A held request is proven held by when it answers: after a change made while it waits, long before its wait
-ends, or not before its wait ends (a hold ends at most a sixteenth of it early).
+ends, or not before its wait ends (a hold ends up to a sixteenth of it late, never early).
 """
 import json
 import os
@@ -20,7 +20,7 @@ from tests.support.operations import HAPROXY, NGINX, haproxy, nginx
 from tests.support.pgbouncer import PgBouncer
 from tests.support.processes import gunicorn, wait_for
 
-LONG = 40        # a wait no test lets end: an answer long before it was woken
+LONG = 50        # a wait no test lets end: an answer long before it was woken
 
 
 @pytest.fixture
@@ -69,6 +69,7 @@ def held(call, seconds=1.0):
     assert call.is_alive(), f"answered at once: {call.response.status_code} {call.response.text}"
 
 
+@pytest.mark.slow
 def test_a_held_request_is_answered_by_a_commit_on_another_connection(conn, org, database_url, tmp_path):
     make_shipment(conn, org["id"])
     with gunicorn(database_url, tmp_path) as base:
@@ -87,6 +88,7 @@ def test_a_held_request_is_answered_by_a_commit_on_another_connection(conn, org,
         assert again.headers["X-Poll-Interval"] == "0"
 
 
+@pytest.mark.slow
 def test_a_held_request_with_nothing_new_is_answered_at_the_end_of_its_wait(conn, org, database_url, tmp_path):
     make_shipment(conn, org["id"])
     other = make_org(conn, "other")
@@ -96,7 +98,7 @@ def test_a_held_request_with_nothing_new_is_answered_at_the_end_of_its_wait(conn
         held(call, 0.5)
         make_shipment(conn, other)  # another organization's change wakes nothing here
         response = call.answered()
-        assert call.seconds >= 3 * 15 / 16
+        assert 3 <= call.seconds
         assert (response.status_code, response.headers["X-Poll-Interval"]) == (200, "0")
         assert response.json() == {"object": "list", "data": [], "has_more": False, "next_since": since}
         without = requests.get(f"{base}/changes?since={since}", headers=auth(org["token"]), timeout=10)
@@ -108,6 +110,7 @@ def test_a_held_request_with_nothing_new_is_answered_at_the_end_of_its_wait(conn
         assert (len(full.json()["data"]), full.headers["X-Poll-Interval"]) == (1, "0")
 
 
+@pytest.mark.slow
 def test_above_the_cap_the_page_is_answered_at_once_and_a_client_gone_frees_its_place(conn, org, database_url,
                                                                                       tmp_path):
     with gunicorn(database_url, tmp_path, WAITERS_PER_PROCESS=1) as base:
@@ -137,6 +140,7 @@ def _answered_at_once(base, org, since):
     return response.headers["X-Poll-Interval"] == "5"
 
 
+@pytest.mark.slow
 def test_a_held_request_is_counted_once_and_a_429_is_not_held(conn, org, database_url, tmp_path):
     limits = {"window_seconds": 300, "per_token": 4, "per_ip": 1000, "anonymous_per_ip": 1000}
     with gunicorn(database_url, tmp_path, RATE_LIMITS=limits) as base:
@@ -154,6 +158,7 @@ def test_a_held_request_is_counted_once_and_a_429_is_not_held(conn, org, databas
         assert refused.status_code == 429 and time.monotonic() - started < LONG / 2
 
 
+@pytest.mark.slow
 def test_a_stopping_worker_answers_its_held_requests(conn, org, database_url, tmp_path):
     make_shipment(conn, org["id"])
     with gunicorn(database_url, tmp_path, workers=2) as base:
@@ -171,6 +176,7 @@ def test_a_stopping_worker_answers_its_held_requests(conn, org, database_url, tm
             assert response.json() == {"object": "list", "data": [], "has_more": False, "next_since": since}
 
 
+@pytest.mark.slow
 def test_events_held_until_an_event_is_rendered(conn, org, database_url, tmp_path):
     shipment = make_shipment(conn, org["id"])
     with gunicorn(database_url, tmp_path) as base:
@@ -193,9 +199,10 @@ def test_events_held_until_an_event_is_rendered(conn, org, database_url, tmp_pat
         assert again.content == response.content and again.headers["ETag"] == response.headers["ETag"]
         # Its ETag named again: held to the end, then 304.
         call = Call(f"{base}/events?wait=2", auth(org["token"], **{"If-None-Match": again.headers["ETag"]}))
-        assert call.answered().status_code == 304 and call.seconds >= 2 * 15 / 16
+        assert call.answered().status_code == 304 and call.seconds >= 2
 
 
+@pytest.mark.slow
 def test_held_behind_pgbouncer_in_transaction_mode(conn, org, database_url, tmp_path):
     bouncer = PgBouncer(database_url, "transaction", pool_size=4)
     bouncer.start()
@@ -212,6 +219,7 @@ def test_held_behind_pgbouncer_in_transaction_mode(conn, org, database_url, tmp_
         bouncer.close()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(HAPROXY is None or NGINX is None, reason="haproxy and nginx (Debian's packages) are needed")
 @pytest.mark.parametrize("front", [haproxy, nginx], ids=["haproxy", "nginx"])
 def test_held_through_the_documented_fronts(conn, org, database_url, tmp_path, front):
@@ -226,14 +234,14 @@ def test_held_through_the_documented_fronts(conn, org, database_url, tmp_path, f
             assert call.seconds < LONG / 2
             assert [item["id"] for item in response.json()["data"]] == [f"shp_{changed}"]
             # Held for the longest wait, and still answered by the instance, not the front.
-            call = Call(f"{base}/changes?since={response.json()['next_since']}&wait=50", auth(org["token"]))
-            response = call.answered(80)
-            assert call.seconds >= 50 * 15 / 16
+            call = Call(f"{base}/changes?since={response.json()['next_since']}&wait=60", auth(org["token"]))
+            response = call.answered(90)
+            assert call.seconds >= 60
             assert (response.status_code, response.json()["data"], response.headers["X-Poll-Interval"]) == \
                 (200, [], "0")
 
 
-@pytest.mark.parametrize("value", ["51", "-1", "1.5", "x", "100"])
+@pytest.mark.parametrize("value", ["61", "-1", "1.5", "x", "100"])
 def test_a_bad_wait_is_400(client, org, value):
     response = client.get(f"/changes?wait={value}", headers=auth(org["token"]))
     assert response.status_code == 400
@@ -243,7 +251,7 @@ def test_a_bad_wait_is_400(client, org, value):
 
 
 def test_without_the_services_worker_nothing_is_held(conn, client, org):
-    response = client.get("/changes?wait=50", headers=auth(org["token"]))
+    response = client.get("/changes?wait=60", headers=auth(org["token"]))
     assert (response.status_code, response.json["data"], response.headers["X-Poll-Interval"]) == (200, [], "10")
 
 
