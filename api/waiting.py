@@ -32,6 +32,7 @@ FULL_POLL_SECONDS = 5     # ... and of one this process had no room to hold (WAI
 RECHECK_SECONDS = 1.0     # a woken request that still finds nothing looks again this often
 HOLD = "shiptrack.hold"   # WSGI environ: the worker's offer to hold this request (serving.py)
 HELD = "shiptrack.held"   # WSGI environ: the Hold of a request run again
+HOLDING = "shiptrack.holding"  # WSGI environ: this run's answer is dropped, the request held (not recorded)
 CHANNELS = {"changes": "shiptrack_changes", "events": "shiptrack_events"}  # notify_changes, notify_events
 
 # feed_heads (schema.sql): where the feeds of organizations stand, for a process that cannot listen.
@@ -224,6 +225,7 @@ def answer(response, kind, organization_id, wait, nothing_new, heard_before):
                         recheck_at=recheck_at if recheck_at is None or recheck_at < ends_at else None)
             listen(database())
             if offer(hold, heard_before):
+                request.environ[HOLDING] = True
                 interval = 0
             elif held is None:
                 interval = FULL_POLL_SECONDS
