@@ -19,7 +19,7 @@ BEYOND_MESSAGE = ("since is ahead of every change this database has made: the cu
                   "or from before a restore. Start again without since (or with since=0.0) and rebuild your copy.")
 
 
-@get_route(bp, "/changes", ChangeListSchema, query=ChangeListQuerySchema)
+@get_route(bp, "/changes", ChangeListSchema, query=ChangeListQuerySchema, headers=waiting.POLL_HEADERS)
 def list_changes():
     """Shipments changed since a cursor, oldest change first.
 

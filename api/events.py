@@ -17,7 +17,7 @@ _EVENT_LIST = {"$ref": "#/components/schemas/EventList"}
 _DELIVERY_SUCCESS = {"true": True, "false": False}
 
 
-@get_route(bp, "/events", _EVENT_LIST, query=EventListQuerySchema)
+@get_route(bp, "/events", _EVENT_LIST, query=EventListQuerySchema, headers=waiting.POLL_HEADERS)
 def list_events():
     """Webhook events of the last 30 days, newest first, keyset-paged.
 

@@ -25,7 +25,6 @@ from models.db import execute_all
 
 log = logging.getLogger(__name__)
 
-MAX_WAIT_SECONDS = 60     # the longest `wait`; the fronts' timeouts are 90 s (docs/monitoring.md)
 JITTER = 1 / 16           # a hold ends at a random point of the sixteenth of its wait after it
 POLL_SECONDS = 10         # X-Poll-Interval of an answer with nothing new to a request that did not wait
 FULL_POLL_SECONDS = 5     # ... and of one this process had no room to hold (WAITERS_PER_PROCESS)
@@ -34,6 +33,12 @@ HOLD = "shiptrack.hold"   # WSGI environ: the worker's offer to hold this reques
 HELD = "shiptrack.held"   # WSGI environ: the Hold of a request run again
 HOLDING = "shiptrack.holding"  # WSGI environ: this run's answer is dropped, the request held (not recorded)
 CHANNELS = {"changes": "shiptrack_changes", "events": "shiptrack_events"}  # notify_changes, notify_events
+
+# The header every answer of GET /changes and GET /events carries (docs/sync.md), in their descriptions.
+POLL_HEADERS = {"X-Poll-Interval": {
+    "description": f"Seconds to wait before the next call: 0 after a page with items or a call held with `wait`, "
+                   f"{POLL_SECONDS} after an empty page without `wait`, {FULL_POLL_SECONDS} when this instance held "
+                   f"as many calls as it may and answered at once.", "schema": {"type": "integer", "minimum": 0}}}
 
 # feed_heads (schema.sql): where the feeds of organizations stand, for a process that cannot listen.
 _HEADS_SQL = "SELECT organization_id, changes, events FROM feed_heads(%(ids)s::bigint[])"

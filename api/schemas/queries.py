@@ -5,12 +5,13 @@ from marshmallow import ValidationError, fields
 
 from api.params import (MAX_VALUE_LENGTH, OPTIONAL, ChangeCursor, Choice, CommaSeparated, IdList, Limit,
                         PrefixedId, QuerySchema, TimeParam)
-from api.waiting import MAX_WAIT_SECONDS
 from models.webhooks import EVENT_TYPES
 from rendering.schemas.checks import CHECK_STATUSES, DEFAULT_CHECK_STATUSES
 from rendering.schemas.fields import doc
 
 SHIPMENT_FILTER_STATUSES = ("draft", "validated", "in_transit", "arrived", "in_warehouse")
+# The longest `wait` of GET /changes and GET /events (api/waiting.py); the fronts' timeouts are 90 s (monitoring.md).
+MAX_WAIT_SECONDS = 60
 
 
 class Wait(fields.Integer):
@@ -20,7 +21,7 @@ class Wait(fields.Integer):
         super().__init__(metadata=doc(
             f"Seconds to hold a call answering {nothing_new} until {until}, at most {MAX_WAIT_SECONDS} "
             f"(a hold ends up to a sixteenth of it later, at random, so clients started together spread out: give "
-            f"the call a timeout of `wait` plus 10 s). Omitted, empty or 0: answered at once.",
+            f"the call a timeout well above it, such as 90 s). Omitted, empty or 0: answered at once.",
             minimum=0, maximum=MAX_WAIT_SECONDS,
             parameter=OPTIONAL))
 

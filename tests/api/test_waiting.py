@@ -8,6 +8,8 @@ import json
 import os
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 
@@ -15,6 +17,7 @@ import pytest
 import requests
 
 from models import db
+from tests.support import ROOT
 from tests.support.factories import auth, make_org, make_shipment, make_token
 from tests.support.operations import HAPROXY, NGINX, haproxy, nginx
 from tests.support.pgbouncer import PgBouncer
@@ -36,11 +39,11 @@ def sql(conn, statement, *args):
 
 def head(base, org):
     """The cursor at the head of the organization's feed (a call without wait)."""
-    response = requests.get(f"{base}/changes", headers=auth(org["token"]), timeout=10)
+    response = requests.get(f"{base}/changes", headers=auth(org["token"]), timeout=60)
     assert response.status_code == 200
     while response.json()["has_more"]:
         response = requests.get(f"{base}/changes?since={response.json()['next_since']}", headers=auth(org["token"]),
-                                timeout=10)
+                                timeout=60)
     return response.json()["next_since"]
 
 
@@ -83,7 +86,7 @@ def test_a_held_request_is_answered_by_a_commit_on_another_connection(conn, org,
         assert [item["id"] for item in response.json()["data"]] == [f"shp_{changed}"]
         assert response.headers["X-Poll-Interval"] == "0"
         # Exactly what the same call without wait answers now.
-        again = requests.get(f"{base}/changes?since={since}", headers=auth(org["token"]), timeout=10)
+        again = requests.get(f"{base}/changes?since={since}", headers=auth(org["token"]), timeout=60)
         assert (again.status_code, again.content) == (200, response.content)
         assert again.headers["X-Poll-Interval"] == "0"
 
@@ -101,7 +104,7 @@ def test_a_held_request_with_nothing_new_is_answered_at_the_end_of_its_wait(conn
         assert 3 <= call.seconds
         assert (response.status_code, response.headers["X-Poll-Interval"]) == (200, "0")
         assert response.json() == {"object": "list", "data": [], "has_more": False, "next_since": since}
-        without = requests.get(f"{base}/changes?since={since}", headers=auth(org["token"]), timeout=10)
+        without = requests.get(f"{base}/changes?since={since}", headers=auth(org["token"]), timeout=60)
         assert (without.content, without.headers["X-Poll-Interval"]) == (response.content, "10")
         # A page with changes is answered at once, wait or not.
         started = time.monotonic()
@@ -122,7 +125,7 @@ def test_above_the_cap_the_page_is_answered_at_once_and_a_client_gone_frees_its_
                     f"Authorization: Bearer {org['token']}\r\n\r\n".encode())
         time.sleep(1.0)
         # The one place is taken: answered at once, the page as it is, told to wait 5 s.
-        full = requests.get(url, headers=auth(org["token"]), timeout=10)
+        full = requests.get(url, headers=auth(org["token"]), timeout=60)
         assert full.status_code == 200 and full.headers["X-Poll-Interval"] == "5"
         assert full.json() == {"object": "list", "data": [], "has_more": False, "next_since": since}
         raw.close()
@@ -136,7 +139,7 @@ def test_above_the_cap_the_page_is_answered_at_once_and_a_client_gone_frees_its_
 
 def _answered_at_once(base, org, since):
     """Whether a call with wait is answered at once for want of room (X-Poll-Interval 5); it wakes the held one."""
-    response = requests.get(f"{base}/changes?since={since}&wait=1", headers=auth(org["token"]), timeout=10)
+    response = requests.get(f"{base}/changes?since={since}&wait=1", headers=auth(org["token"]), timeout=60)
     return response.headers["X-Poll-Interval"] == "5"
 
 
@@ -150,9 +153,9 @@ def test_a_held_request_is_counted_once_and_a_429_is_not_held(conn, org, databas
         make_shipment(conn, org["id"])
         response = call.answered()
         assert response.headers["RateLimit"].startswith('"per_token";r=2;')
-        after = requests.get(f"{base}/changes?since={since}", headers=auth(org["token"]), timeout=10)  # 3
+        after = requests.get(f"{base}/changes?since={since}", headers=auth(org["token"]), timeout=60)  # 3
         assert after.headers["RateLimit"].startswith('"per_token";r=1;')
-        requests.get(f"{base}/changes", headers=auth(org["token"]), timeout=10)  # 4
+        requests.get(f"{base}/changes", headers=auth(org["token"]), timeout=60)  # 4
         started = time.monotonic()
         refused = requests.get(f"{base}/changes?since={since}&wait={LONG}", headers=auth(org["token"]), timeout=60)
         assert refused.status_code == 429 and time.monotonic() - started < LONG / 2
@@ -180,7 +183,7 @@ def test_a_stopping_worker_answers_its_held_requests(conn, org, database_url, tm
 def test_events_held_until_an_event_is_rendered(conn, org, database_url, tmp_path):
     shipment = make_shipment(conn, org["id"])
     with gunicorn(database_url, tmp_path) as base:
-        first = requests.get(f"{base}/events", headers=auth(org["token"]), timeout=10)
+        first = requests.get(f"{base}/events", headers=auth(org["token"]), timeout=60)
         assert (first.status_code, first.json()["data"], first.headers["X-Poll-Interval"]) == (200, [], "10")
         call = Call(f"{base}/events?wait={LONG}", auth(org["token"], **{"If-None-Match": first.headers["ETag"]}))
         held(call)
@@ -195,11 +198,12 @@ def test_events_held_until_an_event_is_rendered(conn, org, database_url, tmp_pat
         response = call.answered()
         assert call.seconds < LONG / 2
         assert response.status_code == 200 and [item["id"] for item in response.json()["data"]] == [f"msg_{event_id}"]
-        again = requests.get(f"{base}/events", headers=auth(org["token"]), timeout=10)
+        again = requests.get(f"{base}/events", headers=auth(org["token"]), timeout=60)
         assert again.content == response.content and again.headers["ETag"] == response.headers["ETag"]
         # Its ETag named again: held to the end, then 304.
         call = Call(f"{base}/events?wait=2", auth(org["token"], **{"If-None-Match": again.headers["ETag"]}))
-        assert call.answered().status_code == 304 and call.seconds >= 2
+        response = call.answered()
+        assert (response.status_code, response.headers["X-Poll-Interval"]) == (304, "0") and call.seconds >= 2
 
 
 @pytest.mark.slow
@@ -276,3 +280,54 @@ def test_writes_notify_the_organizations_whose_feeds_changed(conn, org, database
             ("shiptrack_changes", str(org["id"])), ("shiptrack_changes", str(org["id"]))])
     finally:
         listening.close()
+
+
+def documented_events_poller():
+    text = (ROOT / "docs" / "receiving-webhooks.md").read_text()
+    section = text.split("## Polling instead of receiving", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def render_event(conn, org_id, shipment):
+    """An alert.created event of `shipment`, rendered as the outbox renders one; its id."""
+    with conn.cursor() as cur:
+        cur.execute("INSERT INTO events (organization_id, type, shipment_id) VALUES (%s, 'alert.created', %s) "
+                    "RETURNING id", (org_id, shipment))
+        event_id = cur.fetchone()["id"]
+    body = json.dumps({"id": f"msg_{event_id}", "type": "alert.created"})
+    sql(conn, "UPDATE events SET state = 'rendered', body = %s, api_version = '2026-10-01', rendered_at = now() "
+              "WHERE id = %s", body, event_id)
+    return event_id
+
+
+@pytest.mark.slow
+def test_the_documented_events_poller_sees_each_event_once_and_stops_cleanly(conn, org, database_url, tmp_path):
+    shipment = make_shipment(conn, org["id"])
+    first = render_event(conn, org["id"], shipment)
+    (tmp_path / "events.py").write_text(documented_events_poller())
+    with gunicorn(database_url, tmp_path) as base:
+        env = {**os.environ, "SHIPTRACK_URL": base, "SHIPTRACK_TOKEN": org["token"]}
+        poller = subprocess.Popen([sys.executable, "events.py"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        try:
+            assert poller.stdout.readline() == f"alert.created msg_{first}\n"
+            time.sleep(1.0)  # its call with wait is held
+            second = render_event(conn, org["id"], shipment)
+            started = time.monotonic()
+            assert poller.stdout.readline() == f"alert.created msg_{second}\n"
+            assert time.monotonic() - started < LONG / 2    # woken, not polled
+        finally:
+            poller.send_signal(signal.SIGTERM)
+            out, err = poller.communicate(timeout=60)
+        assert (poller.returncode, out, err) == (0, "stopped; events.json keeps what was handled\n", "")
+        # Started again, it goes on: only what is new.
+        third = render_event(conn, org["id"], shipment)
+        poller = subprocess.Popen([sys.executable, "events.py"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                                  text=True)
+        try:
+            assert poller.stdout.readline() == f"alert.created msg_{third}\n"
+            assert wait_for(lambda: f"msg_{third}" in (tmp_path / "events.json").read_text(), 10)
+        finally:
+            poller.send_signal(signal.SIGINT)
+            poller.communicate(timeout=60)
+    assert json.loads((tmp_path / "events.json").read_text()) == [f"msg_{first}", f"msg_{second}", f"msg_{third}"]
