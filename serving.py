@@ -5,10 +5,8 @@ Requests gunicorn refuses itself are answered with the API's JSON error body (do
 What this takes from gunicorn beyond its settings and hooks (gthread's methods, nr_conns, a request's
 _expected_100_continue, ...) is named in tests/unit/test_gunicorn_names.py, which an upgrade that moves one fails.
 """
-import functools
 import io
 import json
-import selectors
 import socket
 import ssl
 import struct
@@ -22,10 +20,11 @@ from gunicorn.http.body import LengthReader
 from gunicorn.http.wsgi import Response, default_environ
 from gunicorn.workers.gthread import ThreadWorker
 
-from api import guard, metrics, waiting
+from api import metrics, waiting
 from api.errors import InternalError, InvalidParameter
 from api.observe import request_id
 from config import load_config
+from held_requests import PARKED, Held, HoldingWorker
 from logs import ENVIRON_REQUEST_ID, ENVIRON_ROUTE
 
 # A request's head and body must have arrived this many seconds after its worker thread started on it. Each
@@ -107,10 +106,8 @@ class ClientSocket(socket.socket):
     seconds_per_byte = 0.0
     # The WSGI environ of the response being written (its request id and route, for the log of a cut).
     environ = None
-    # A held request (api/waiting.py): its Hold, the request as read, and whether the run now ending holds it.
-    held = None
-    request = None
-    conn = None
+    # A held request (held_requests.py): its Hold, the request as read, its TConn, whether this run holds it.
+    held = request = conn = None
     holding = False
 
     def recv(self, size, flags=0):
@@ -161,15 +158,9 @@ class ReceivedBody(io.BytesIO):
 
 # What ThreadWorker.handle returns for a connection this worker closed already (see finish_request).
 _CLOSED = object()
-# ... and for a connection whose request is held (api/waiting.py): parked in the worker's selector.
-_PARKED = object()
 
 
-class Held(Exception):
-    """The application offered to hold its request and was taken up: nothing is written now."""
-
-
-class JsonErrorWorker(ThreadWorker):
+class JsonErrorWorker(HoldingWorker, ThreadWorker):
     """gunicorn's gthread worker, reading requests whole within REQUEST_SECONDS; its own answers are JSON.
 
     A slow client holds one of the worker's threads for REQUEST_SECONDS at most, never the process, a
@@ -203,27 +194,18 @@ class JsonErrorWorker(ThreadWorker):
         def in_place(environ, start_response):
             sock = environ["gunicorn.socket"]
             if isinstance(sock, ClientSocket):
-                if sock.held is not None:  # run again after its hold: counted on its first run
-                    environ[waiting.HELD] = sock.held
-                    environ[guard.COUNTED_BY] = sock.held.authentication
-                environ[waiting.HOLD] = functools.partial(self.offer_hold, sock)
+                self.offer_holding(sock, environ)
             with self.in_application:
                 body = application(environ, start_response)
             if isinstance(sock, ClientSocket):
                 sock.environ = environ
-                if sock.holding:
-                    if hasattr(body, "close"):
-                        body.close()
-                    raise Held()
+                self.drop_if_held(sock, body)
             return body
 
         self.wsgi = in_place
 
     def handle(self, conn):
-        """ThreadWorker.handle with a deadline on reading the request, closing the connection in this thread.
-
-        A held request's connection is run again here (answer_held) when it is resumed.
-        """
+        """ThreadWorker.handle with a deadline on reading the request, closing the connection in this thread."""
         if type(conn.sock) is socket.socket:  # a new connection (TLS wraps it later, without a deadline)
             conn.sock = ClientSocket(fileno=conn.sock.detach())
             conn.sock.setblocking(False)  # as gthread left it: the thread waits for its first byte in a selector
@@ -235,11 +217,8 @@ class JsonErrorWorker(ThreadWorker):
         finally:
             if reading:
                 conn.sock.deadline = conn.sock.write_deadline = conn.sock.environ = None
-        if reading:
-            if conn.sock.holding:
-                conn.sock.holding = False
-                return _PARKED
-            conn.sock.held = conn.sock.request = conn.sock.conn = None
+        if reading and self.now_held(conn.sock):
+            return PARKED
         if keep is False:
             # Here, not in the worker's main loop, which would wait up to 2 s on a client that does not close.
             if conn.sock.fileno() != -1:  # not aborted already
@@ -248,97 +227,19 @@ class JsonErrorWorker(ThreadWorker):
         return keep
 
     def finish_request(self, conn, fs):
-        """ThreadWorker.finish_request, for a connection handle() has not closed already nor parked (park)."""
+        """ThreadWorker.finish_request, for a connection handle() has not closed already (nor held: HoldingWorker)."""
         if not fs.cancelled() and fs.exception() is None and fs.result() is _CLOSED:
             self.nr_conns -= 1
             return
-        if not fs.cancelled() and fs.exception() is None and fs.result() is _PARKED:
-            self.park(conn)
-            return
         super().finish_request(conn, fs)
 
-    # Held requests (api/waiting.py). The worker's main thread parks and resumes them; its threads run them.
-
-    def offer_hold(self, sock, hold, heard_before):
-        """The application's offer to hold its request (waiting.HOLD): taken unless stopping or full."""
-        if not self.alive:
-            return False
-        hold.resume = functools.partial(self.method_queue.defer, self.resume, sock, hold)
-        if not waiting.WAITERS.add(hold, heard_before):
-            return False
-        sock.held, sock.holding = hold, True
-        return True
-
-    def park(self, conn):
-        """Keep a held request's connection in the selector, watched for its client leaving, until resumed."""
-        hold = conn.sock.held
-        conn.sock.conn = conn
-        if hold.woken or not self.alive:
-            self.enqueue_req(conn)  # resumed while its thread was ending, or the worker stops
-            return
-        hold.parked = True
-        conn.sock.setblocking(False)
-        self.poller.register(conn.sock, selectors.EVENT_READ, functools.partial(self.on_held_readable, conn))
-
-    def resume(self, sock, hold):
-        """Run a held request again (its feed changed, its wait ended, or the worker stops)."""
-        if hold.gone:
-            return
-        if not hold.parked:  # its thread has not returned yet: park() runs it again at once
-            hold.woken = True
-            return
-        hold.parked = False
-        try:
-            self.poller.unregister(sock)
-        except (KeyError, ValueError):  # no longer watched (on_held_readable)
-            pass
-        self.enqueue_req(sock.conn)
-
-    def on_held_readable(self, conn):
-        """A held request's client closed its connection: it is forgotten and closed (or it sent more: kept)."""
-        try:
-            data = conn.sock.recv(1, socket.MSG_PEEK)
-        except BlockingIOError:
-            return
-        except OSError:
-            data = b""
-        self.poller.unregister(conn.sock)
-        if data:  # bytes after the request (keepalive is off): nobody reads them, the answer closes the connection
-            return
-        hold = conn.sock.held
-        waiting.WAITERS.remove(hold)
-        hold.gone = True
-        conn.sock.held = conn.sock.request = conn.sock.conn = None
-        self.nr_conns -= 1
-        conn.close()
-
-    def answer_held(self, conn):
-        """Run a held request again, whole, in this thread: what ThreadWorker.handle does after reading one."""
-        req = conn.sock.request
-        conn.sock.setblocking(True)
-        try:
-            return self.handle_request(req, conn)
-        except OSError as error:
-            self.log.debug("Ignoring a held request's closed connection: %s", error)
-        except Exception as error:  # noqa: BLE001 (what ThreadWorker.handle answers too)
-            self.handle_error(req, conn.sock, conn.client, error)
-        return False
-
-    def handle_exit(self, sig, frame):
-        """ThreadWorker.handle_exit, answering every held request first: a stopping worker cuts none."""
-        super().handle_exit(sig, frame)
-        self.method_queue.defer(waiting.WAITERS.wake_all)
-
     def handle_request(self, req, conn):
-        """Receive the body first, then run the application (load_wsgi) and write its answer within a deadline.
-
-        A request the application holds (Held) writes nothing now: it is kept with its connection (park).
-        """
+        """Receive the body first (a held request's on its first run), then run the application (load_wsgi) and
+        write its answer within a deadline; a request the application holds (Held) writes nothing now."""
+        if getattr(conn.sock, "held", None) is None:
+            self.receive_body(req, conn.sock)
         if not isinstance(conn.sock, ClientSocket):
-            self.receive_body(req, conn.sock)
             return super().handle_request(req, conn)
-        if conn.sock.held is None:  # a held request's body was received on its first run
-            self.receive_body(req, conn.sock)
         conn.sock.seconds_per_byte = self.seconds_per_byte
         started = time.monotonic()
         conn.sock.write_deadline = started + self.response_seconds

@@ -1,7 +1,7 @@
 """Requests held until their organization's feed changes: GET /changes and GET /events with `wait` (docs/sync.md).
 
 A view answers as always, then offers the worker to hold the request (`answer`) when it has nothing new for
-the client. Held, a request is a parked socket in its worker (serving.py) and a `Hold` in this process's
+the client. Held, a request is a parked socket in its worker (held_requests.py) and a `Hold` in this process's
 `Waiters`: no thread, no place among the requests the application runs at once, no database connection.
 It is run again, as a whole request, when its organization's feed changes (the listening connection of
 models/principals.py hears it) or when its wait ends; that run answers, with the count of its first run
@@ -29,7 +29,7 @@ JITTER = 1 / 16           # a hold ends at a random point of the sixteenth of it
 POLL_SECONDS = 10         # X-Poll-Interval of an answer with nothing new to a request that did not wait
 FULL_POLL_SECONDS = 5     # ... and of one this process had no room to hold (WAITERS_PER_PROCESS)
 RECHECK_SECONDS = 1.0     # a woken request that still finds nothing looks again this often
-HOLD = "shiptrack.hold"   # WSGI environ: the worker's offer to hold this request (serving.py)
+HOLD = "shiptrack.hold"   # WSGI environ: the worker's offer to hold this request (held_requests.py)
 HELD = "shiptrack.held"   # WSGI environ: the Hold of a request run again
 HOLDING = "shiptrack.holding"  # WSGI environ: this run's answer is dropped, the request held (not recorded)
 CHANNELS = {"changes": "shiptrack_changes", "events": "shiptrack_events"}  # notify_changes, notify_events
@@ -55,7 +55,7 @@ class Hold:
     resume: object = None          # the worker's: run the request again (called once per holding)
     woken: bool = False            # run again because its feed changed (not the end of its wait)
     recheck_at: float | None = None
-    parked: bool = False           # the worker's state of its socket (serving.py), read in its main thread
+    parked: bool = False           # the worker's state of its socket (held_requests.py), in its main thread
     gone: bool = False
     sequence: int = field(default_factory=itertools.count().__next__)
 
