@@ -17,6 +17,9 @@ bp = Blueprint("changes", __name__)
 
 BEYOND_MESSAGE = ("since is ahead of every change this database has made: the cursor comes from another database "
                   "or from before a restore. Start again without since (or with since=0.0) and rebuild your copy.")
+OTHER_HISTORY_MESSAGE = ("since was given in another history of this database (before a failover or a restore): "
+                         "changes it counted may be lost and its position means nothing now. Start again without "
+                         "since (or with since=0.0) and rebuild your copy.")
 
 
 @get_route(bp, "/changes", ChangeListSchema, query=ChangeListQuerySchema, headers=waiting.POLL_HEADERS)
@@ -30,7 +33,7 @@ def list_changes():
     `{object, id, deleted: true, revision}`. Omit `since` to start from the beginning (every
     shipment), then pass `next_since` each time: while `has_more` is true, ask again at once.
     A cursor never expires; `0.0` starts from the beginning too. A cursor this database cannot
-    have given (one from another database, or kept from before a restore) is a 400
+    have given (one from another database, or one given before a failover or a restore) is a 400
     `invalid_parameter` on `since`: start again from the beginning.
 
     No change is ever skipped, however writers' transactions interleave: a change becomes visible
@@ -52,6 +55,8 @@ def list_changes():
     with db.one_snapshot(conn):
         try:
             page = changes.changes_after(conn, organization_id, since, query["limit"] + 1)
+        except changes.CursorOfAnotherHistory:
+            raise InvalidParameter(OTHER_HISTORY_MESSAGE, param="since") from None
         except changes.CursorBeyond:
             raise InvalidParameter(BEYOND_MESSAGE, param="since") from None
         visible = [shipment_id for _position, shipment_id, _revision, is_visible in page if is_visible]

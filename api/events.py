@@ -5,6 +5,7 @@ from api import waiting
 from api.apidoc import get_route
 from api.conditional import body_etag, if_none_match_matches
 from api.context import get_conn, principal, version
+from api.errors import InvalidParameter
 from api.params import parse_query
 from api.responses import missing, path_id, stored, stored_listing
 from api.schemas.queries import EventListQuerySchema
@@ -15,6 +16,9 @@ bp = Blueprint("events", __name__)
 _EVENT = {"$ref": "#/components/schemas/Event"}
 _EVENT_LIST = {"$ref": "#/components/schemas/EventList"}
 _DELIVERY_SUCCESS = {"true": True, "false": False}
+OTHER_HISTORY_MESSAGE = ("starting_after names an event of another history of this database: it was sent before a "
+                         "failover or a restore that lost it, and no page follows it. Start again without "
+                         "starting_after.")
 
 
 @get_route(bp, "/events", _EVENT_LIST, query=EventListQuerySchema, headers=waiting.POLL_HEADERS)
@@ -27,7 +31,9 @@ def list_events():
     loop watches, within a minute otherwise). Test events and events of shipments waiting for approval or
     belonging to someone else are not listed. Filters combine with AND. Page with `limit` and
     `starting_after`, the last id of the previous page, while `has_more` is true: events added meanwhile
-    cause no gaps or repeats. To catch up after downtime, page with `delivery_success=false`.
+    cause no gaps or repeats. To catch up after downtime, page with `delivery_success=false`. A `starting_after`
+    only another history of the database can have given (an event lost in a failover or a restore) is a 400
+    `invalid_parameter` on it: start again without it.
 
     With `wait`, a call whose page is empty, or whose `If-None-Match` names the page's ETag, is held
     until an event of the organization is rendered or the wait ends, then answers what the same call
@@ -39,12 +45,15 @@ def list_events():
     delivery_success = query.get("delivery_success")
     organization_id = principal()["organization_id"]
     heard = waiting.before_reading("events", organization_id)
-    rows = events.list_history(
-        get_conn(), organization_id, query["limit"] + 1,
-        types=query.get("type"), shipment_id=query.get("shipment"),
-        created_after=query.get("created_after"), created_before=query.get("created_before"),
-        delivery_success=None if delivery_success is None else _DELIVERY_SUCCESS[delivery_success],
-        starting_after=query.get("starting_after"))
+    try:
+        rows = events.list_history(
+            get_conn(), organization_id, query["limit"] + 1,
+            types=query.get("type"), shipment_id=query.get("shipment"),
+            created_after=query.get("created_after"), created_before=query.get("created_before"),
+            delivery_success=None if delivery_success is None else _DELIVERY_SUCCESS[delivery_success],
+            starting_after=query.get("starting_after"))
+    except events.EventOfAnotherHistory:
+        raise InvalidParameter(OTHER_HISTORY_MESSAGE, param="starting_after") from None
     response = stored_listing([row["body"] for row in rows], query["limit"])
     # The ETag answer_conditionally would give it (api/conditional.py), to tell whether the client has this page.
     response.set_etag(body_etag(version(), response.get_data()))

@@ -222,9 +222,22 @@ SELECT ev.id, ev.body
  LIMIT %(limit)s
 """
 
+# list_history's starting_after: an id inside the jump of a history's sequences (schema.sql, "Histories"), which
+# only the line the database left can have handed out.
+_SKIPPED_SQL = "SELECT EXISTS (SELECT 1 FROM histories WHERE skipped_event_ids @> %(id)s::bigint) AS skipped"
+
+
+class EventOfAnotherHistory(Exception):
+    """starting_after names an event id only another history of the database can have handed out."""
+
+
 def list_history(conn, organization_id, limit, *, event_id=None, types=None, shipment_id=None, created_after=None,
                  created_before=None, delivery_success=None, starting_after=None):
-    """Up to `limit` listed events (rows of id and body), newest first; a filter left None is not applied."""
+    """Up to `limit` listed events (rows of id and body), newest first; a filter left None is not applied.
+
+    Raises EventOfAnotherHistory for a starting_after given before a failover or a restore that lost it."""
+    if starting_after is not None and execute_one(conn, _SKIPPED_SQL, {"id": starting_after})["skipped"]:
+        raise EventOfAnotherHistory(starting_after)
     params = {"organization_id": organization_id, "limit": limit, "event_id": event_id, "types": types,
               "shipment_id": shipment_id, "created_after": created_after, "created_before": created_before,
               "delivery_success": delivery_success, "starting_after": starting_after}

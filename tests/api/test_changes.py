@@ -260,18 +260,30 @@ def test_bad_limit_is_400(client, org, value):
 
 def test_a_cursor_ahead_of_the_database_is_400_saying_to_start_again(conn, client, org):
     """No page can ever follow a cursor past every transaction of the server: one from another database or from
-    before a restore. The largest cursor the pattern allows is one; another is a million transactions ahead."""
+    before a restore, here a million transactions ahead."""
     with conn.cursor() as cur:
         cur.execute("SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS xmax")
         ahead = int(cur.fetchone()["xmax"]) + 1_000_000
-    for cursor in ("18446744073709551615.9223372036854775807", f"{ahead}.0"):
-        response = client.get("/changes", query_string={"since": cursor}, headers=auth(org["token"]))
-        assert (response.status_code, response.json) == (400, {"error": {
-            "type": "invalid_request_error", "code": "invalid_parameter", "param": "since",
-            "message": "since is ahead of every change this database has made: the cursor comes from another "
-                       "database or from before a restore. Start again without since (or with since=0.0) and "
-                       "rebuild your copy."}})
-        assert response.headers["Service-Version"] == "2026-10-01"
+    response = client.get("/changes", query_string={"since": f"{ahead}.0"}, headers=auth(org["token"]))
+    assert (response.status_code, response.json) == (400, {"error": {
+        "type": "invalid_request_error", "code": "invalid_parameter", "param": "since",
+        "message": "since is ahead of every change this database has made: the cursor comes from another "
+                   "database or from before a restore. Start again without since (or with since=0.0) and "
+                   "rebuild your copy."}})
+    assert response.headers["Service-Version"] == "2026-10-01"
+
+
+@pytest.mark.parametrize("cursor", ["281474976710656.0", "18446744073709551615.9223372036854775807"])
+def test_a_cursor_of_a_later_history_is_400_saying_to_start_again(client, org, cursor):
+    """History 1 numbers its positions below 2^48 (schema.sql, "Histories"): the first position of history 2
+    and the largest cursor the pattern allows were given in another history."""
+    response = client.get("/changes", query_string={"since": cursor}, headers=auth(org["token"]))
+    assert (response.status_code, response.json) == (400, {"error": {
+        "type": "invalid_request_error", "code": "invalid_parameter", "param": "since",
+        "message": "since was given in another history of this database (before a failover or a restore): "
+                   "changes it counted may be lost and its position means nothing now. Start again without "
+                   "since (or with since=0.0) and rebuild your copy."}})
+    assert response.headers["Service-Version"] == "2026-10-01"
 
 
 def test_a_cursor_never_expires_and_zero_starts_over_with_default_limit_100(conn, client, org):
@@ -461,13 +473,14 @@ def test_the_documented_poller_keeps_an_exact_copy(conn, org, database_url, tmp_
         copy = json.loads((tmp_path / "mirror.json").read_text())
         assert sorted(copy["shipments"]) == sorted(f"shp_{number}" for number in made)
         assert copy["shipments"][f"shp_{made[0]}"]["notes"] == "changed"
-        # A copy and cursor of another database (a restore): told to, it starts again; Ctrl-C stops it quietly.
+        # A copy and cursor of another history (before a restore): told to, it starts again; Ctrl-C stops it
+        # quietly.
         (tmp_path / "mirror.json").write_text(json.dumps({"since": "18446744073709551615.0",
                                                           "shipments": {"shp_999": {}}}))
         poller = subprocess.Popen([sys.executable, "mirror.py"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True)
         try:
-            assert poller.stdout.readline().startswith("since is ahead of every change this database has made")
+            assert poller.stdout.readline().startswith("since was given in another history of this database")
             assert poller.stdout.readline() == "3 shipments, cursor " + feed_position(conn, org) + "\n"
         finally:
             poller.send_signal(signal.SIGINT)

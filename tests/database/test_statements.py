@@ -133,7 +133,7 @@ def test_a_shared_rule_is_planned_inside_the_statement_that_calls_it(conn, name)
 # for every parameter they name.
 ASKING = sorted(name for name, text in STATEMENTS.items() if "visible_to(" in text)
 ASKING_VALUES = {"organization_id": 1, "shipment_id": 1, "document_id": 1, "api_version": "v", "renderer": "r",
-                 "statuses": ["failed"], "limit": 10, "include_resolved": False, "after_xid": "0", "after_id": 0,
+                 "statuses": ["failed"], "limit": 10, "include_resolved": False, "after_txn": "0", "after_id": 0,
                  **dict.fromkeys(("starting_after", "alert_id", "event_id", "types", "created_after", "created_before",
                                   "delivery_success"))}
 

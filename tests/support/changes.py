@@ -4,9 +4,10 @@ import time
 from models import db
 from tests.support.factories import auth
 
-# The position of the organization's latest change, as the feed's cursor writes it.
+# The position of the organization's latest change, as the feed's cursor writes it (numbered in the history).
 LATEST_SQL = """
-SELECT c.change_xid::text || '.' || c.id AS position
+SELECT ((current_history() - 1)::numeric * 281474976710656 + c.change_xid::text::numeric)::text || '.' || c.id
+       AS position
   FROM (SELECT change_xid, id FROM shipments WHERE organization_id = %(org)s AND ever_visible
         UNION ALL
         SELECT change_xid, id FROM deleted_shipments t WHERE organization_id = %(org)s

@@ -129,6 +129,15 @@ class Server:
         path = self.folder / "log"
         return path.read_text(errors="replace") if path.exists() else ""
 
+    def restore_copy(self, source, target):
+        """A new database `target` on this server made from a pg_dump of its database `source`, as a restore
+        from a logical backup makes one."""
+        dump = self.folder / f"{source}.sql"
+        address = ("-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres")
+        self._run("pg_dump", *address, "-f", str(dump), source)
+        self._run("createdb", *address, target)
+        self._run("psql", *address, "-q", "-v", "ON_ERROR_STOP=1", "-f", str(dump), "-d", target)
+
     def remove(self):
         """Stop the server if it runs (a crash: nothing is kept) and delete its folder."""
         if (self.data / "postmaster.pid").exists():
