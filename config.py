@@ -60,6 +60,9 @@ DEFAULTS = {
     # process's for changes to tokens); null listens on DATABASE_URL, or not at all through a transaction
     # pooler (then new events are found by polling, and tokens are looked up again every second).
     "DATABASE_LISTEN_URL": None,
+    # Requests a gunicorn worker holds at most for GET /changes and GET /events with `wait` (api/waiting.py): a
+    # held request costs a socket and about 10 KB; past this many, one is answered at once (docs/sync.md).
+    "WAITERS_PER_PROCESS": 500,
     # Seconds the API waits for a new connection, and for one statement (then answers 503): both well
     # inside gunicorn's 30 s worker timeout, so a database that hangs never gets a worker killed.
     "DATABASE_CONNECT_TIMEOUT": 5,

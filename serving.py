@@ -20,10 +20,11 @@ from gunicorn.http.body import LengthReader
 from gunicorn.http.wsgi import Response, default_environ
 from gunicorn.workers.gthread import ThreadWorker
 
-from api import metrics
+from api import metrics, waiting
 from api.errors import InternalError, InvalidParameter
 from api.observe import request_id
 from config import load_config
+from held_requests import PARKED, Held, HoldingWorker
 from logs import ENVIRON_REQUEST_ID, ENVIRON_ROUTE
 
 # A request's head and body must have arrived this many seconds after its worker thread started on it. Each
@@ -105,6 +106,9 @@ class ClientSocket(socket.socket):
     seconds_per_byte = 0.0
     # The WSGI environ of the response being written (its request id and route, for the log of a cut).
     environ = None
+    # A held request (held_requests.py): its Hold, the request as read, its TConn, whether this run holds it.
+    held = request = conn = None
+    holding = False
 
     def recv(self, size, flags=0):
         """socket.recv, given only the time left before the deadline, if one is set."""
@@ -156,7 +160,7 @@ class ReceivedBody(io.BytesIO):
 _CLOSED = object()
 
 
-class JsonErrorWorker(ThreadWorker):
+class JsonErrorWorker(HoldingWorker, ThreadWorker):
     """gunicorn's gthread worker, reading requests whole within REQUEST_SECONDS; its own answers are JSON.
 
     A slow client holds one of the worker's threads for REQUEST_SECONDS at most, never the process, a
@@ -175,6 +179,7 @@ class JsonErrorWorker(ThreadWorker):
         self.response_seconds = float(settings["RESPONSE_SECONDS"])
         self.seconds_per_byte = 1 / float(settings["RESPONSE_BYTES_PER_SECOND"])
         self.recording = bool(settings["METRICS_ENABLED"])
+        waiting.WAITERS.limit = int(settings["WAITERS_PER_PROCESS"])
         super().init_process()
 
     def load_wsgi(self):
@@ -187,10 +192,14 @@ class JsonErrorWorker(ThreadWorker):
         application = self.wsgi
 
         def in_place(environ, start_response):
+            sock = environ["gunicorn.socket"]
+            if isinstance(sock, ClientSocket):
+                self.offer_holding(sock, environ)
             with self.in_application:
                 body = application(environ, start_response)
-            if isinstance(environ["gunicorn.socket"], ClientSocket):
-                environ["gunicorn.socket"].environ = environ
+            if isinstance(sock, ClientSocket):
+                sock.environ = environ
+                self.drop_if_held(sock, body)
             return body
 
         self.wsgi = in_place
@@ -204,10 +213,12 @@ class JsonErrorWorker(ThreadWorker):
         if reading:
             conn.sock.deadline = time.monotonic() + REQUEST_SECONDS
         try:
-            keep = super().handle(conn)
+            keep = self.answer_held(conn) if reading and conn.sock.held is not None else super().handle(conn)
         finally:
             if reading:
                 conn.sock.deadline = conn.sock.write_deadline = conn.sock.environ = None
+        if reading and self.now_held(conn.sock):
+            return PARKED
         if keep is False:
             # Here, not in the worker's main loop, which would wait up to 2 s on a client that does not close.
             if conn.sock.fileno() != -1:  # not aborted already
@@ -216,15 +227,17 @@ class JsonErrorWorker(ThreadWorker):
         return keep
 
     def finish_request(self, conn, fs):
-        """ThreadWorker.finish_request, for a connection handle() has not closed already."""
+        """ThreadWorker.finish_request, for a connection handle() has not closed already (nor held: HoldingWorker)."""
         if not fs.cancelled() and fs.exception() is None and fs.result() is _CLOSED:
             self.nr_conns -= 1
             return
         super().finish_request(conn, fs)
 
     def handle_request(self, req, conn):
-        """Receive the body first, then run the application (load_wsgi) and write its answer within a deadline."""
-        self.receive_body(req, conn.sock)
+        """Receive the body first (a held request's on its first run), then run the application (load_wsgi) and
+        write its answer within a deadline; a request the application holds (Held) writes nothing now."""
+        if getattr(conn.sock, "held", None) is None:
+            self.receive_body(req, conn.sock)
         if not isinstance(conn.sock, ClientSocket):
             return super().handle_request(req, conn)
         conn.sock.seconds_per_byte = self.seconds_per_byte
@@ -234,6 +247,9 @@ class JsonErrorWorker(ThreadWorker):
             return super().handle_request(req, conn)
         except ResponseTimeout:
             self.cut(conn.sock, time.monotonic() - started)
+            return False
+        except Held:
+            conn.sock.request = req
             return False
 
     def cut(self, sock, seconds):

@@ -1,7 +1,7 @@
 """GET /changes: the change feed a mirror polls (docs/sync.md)."""
 from flask import Blueprint
 
-from api import responses
+from api import responses, waiting
 from api.apidoc import get_route
 from api.context import get_conn, principal, version
 from api.errors import InvalidParameter
@@ -22,7 +22,7 @@ OTHER_HISTORY_MESSAGE = ("since was given in another history of this database (b
                          "since (or with since=0.0) and rebuild your copy.")
 
 
-@get_route(bp, "/changes", ChangeListSchema, query=ChangeListQuerySchema)
+@get_route(bp, "/changes", ChangeListSchema, query=ChangeListQuerySchema, headers=waiting.POLL_HEADERS)
 def list_changes():
     """Shipments changed since a cursor, oldest change first.
 
@@ -39,10 +39,19 @@ def list_changes():
     No change is ever skipped, however writers' transactions interleave: a change becomes visible
     here only when every transaction that began writing before it has ended, so a change committed
     late is never behind the cursor (docs/sync.md). A poll with nothing new is one index lookup.
+
+    With `wait`, a call with nothing new is held until a change of the organization can be listed or
+    the wait ends, then answers what the same call without `wait` answers at that moment (an empty
+    page with the same `next_since` at the end). `X-Poll-Interval` says how many seconds to wait
+    before the next call: 0 after a page with changes or a held call, 10 after an empty page without
+    `wait`, 5 when this instance holds as many calls as it can (the call is answered at once).
     """
     query = parse_query(ChangeListQuerySchema)
+    waiting.still_allowed()
     since = query.get("since", ChangeCursor.START)
-    conn, organization_id, api_version = get_conn(), principal()["organization_id"], version()
+    organization_id, api_version = principal()["organization_id"], version()
+    heard = waiting.before_reading("changes", organization_id)
+    conn = get_conn()
     with db.one_snapshot(conn):
         try:
             page = changes.changes_after(conn, organization_id, since, query["limit"] + 1)
@@ -63,4 +72,5 @@ def list_changes():
                            {"id": shipment_id, "revision": revision, "deleted": True}, api_version))
              for _position, shipment_id, revision, is_visible in page]
     # The shipments as stored, never parsed again; the envelope as ChangeListSchema orders it.
-    return responses.stored_list(items, has_more, next_since=ChangeCursor.format(page[-1][0] if page else since))
+    response = responses.stored_list(items, has_more, next_since=ChangeCursor.format(page[-1][0] if page else since))
+    return waiting.answer(response, "changes", organization_id, waiting.parse_wait(query), not page, heard)

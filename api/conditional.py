@@ -6,9 +6,11 @@ from flask import g, request
 from api import guard
 from api.errors import error_response
 
-# What a 304 keeps of the 200's headers (RFC 9110 15.4.5); Service-Version and the RateLimit headers are
-# added after this hook runs, so they are on the 304 too.
-NOT_MODIFIED_HEADERS = frozenset({"etag", "cache-control", "content-location", "date", "expires", "vary"})
+# What a 304 keeps of the 200's headers (RFC 9110 15.4.5), and X-Poll-Interval (when to call again, not about
+# the body: api/waiting.py); Service-Version and the RateLimit headers are added after this hook runs, so they
+# are on the 304 too.
+NOT_MODIFIED_HEADERS = frozenset({"etag", "cache-control", "content-location", "date", "expires", "vary",
+                                  "x-poll-interval"})
 
 
 def body_etag(version, body):

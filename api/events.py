@@ -1,8 +1,10 @@
 """GET /events and GET /events/{webhook_event_id}: the organization's webhook events of the last 30 days."""
 from flask import Blueprint
 
+from api import waiting
 from api.apidoc import get_route
-from api.context import get_conn, principal
+from api.conditional import body_etag, if_none_match_matches
+from api.context import get_conn, principal, version
 from api.errors import InvalidParameter
 from api.params import parse_query
 from api.responses import missing, path_id, stored, stored_listing
@@ -19,7 +21,7 @@ OTHER_HISTORY_MESSAGE = ("starting_after names an event of another history of th
                          "starting_after.")
 
 
-@get_route(bp, "/events", _EVENT_LIST, query=EventListQuerySchema)
+@get_route(bp, "/events", _EVENT_LIST, query=EventListQuerySchema, headers=waiting.POLL_HEADERS)
 def list_events():
     """Webhook events of the last 30 days, newest first, keyset-paged.
 
@@ -32,19 +34,31 @@ def list_events():
     cause no gaps or repeats. To catch up after downtime, page with `delivery_success=false`. A `starting_after`
     only another history of the database can have given (an event lost in a failover or a restore) is a 400
     `invalid_parameter` on it: start again without it.
+
+    With `wait`, a call whose page is empty, or whose `If-None-Match` names the page's ETag, is held
+    until an event of the organization is rendered or the wait ends, then answers what the same call
+    without `wait` answers at that moment (a 304 when the page is still the one named).
+    `X-Poll-Interval` as on `GET /changes`.
     """
     query = parse_query(EventListQuerySchema)
+    waiting.still_allowed()
     delivery_success = query.get("delivery_success")
+    organization_id = principal()["organization_id"]
+    heard = waiting.before_reading("events", organization_id)
     try:
         rows = events.list_history(
-            get_conn(), principal()["organization_id"], query["limit"] + 1,
+            get_conn(), organization_id, query["limit"] + 1,
             types=query.get("type"), shipment_id=query.get("shipment"),
             created_after=query.get("created_after"), created_before=query.get("created_before"),
             delivery_success=None if delivery_success is None else _DELIVERY_SUCCESS[delivery_success],
             starting_after=query.get("starting_after"))
     except events.EventOfAnotherHistory:
         raise InvalidParameter(OTHER_HISTORY_MESSAGE, param="starting_after") from None
-    return stored_listing([row["body"] for row in rows], query["limit"])
+    response = stored_listing([row["body"] for row in rows], query["limit"])
+    # The ETag answer_conditionally would give it (api/conditional.py), to tell whether the client has this page.
+    response.set_etag(body_etag(version(), response.get_data()))
+    nothing_new = not rows or if_none_match_matches(response)
+    return waiting.answer(response, "events", organization_id, waiting.parse_wait(query), nothing_new, heard)
 
 
 @get_route(bp, "/events/<webhook_event_id>", _EVENT)

@@ -13,6 +13,7 @@ from flask import g, request
 
 from api import metrics
 from api.probes import Probes
+from api.waiting import HOLDING
 from logs import ENVIRON_REQUEST_ID, ENVIRON_ROUTE, ENVIRON_TOKEN_ID, REQUEST_ID
 from rendering.ids import PREFIXES, format_id
 
@@ -75,7 +76,8 @@ class Observe:
             started = time.perf_counter()
             body = self.wsgi_app(environ, start)
             route = environ.setdefault(ENVIRON_ROUTE, metrics.UNMATCHED_ROUTE)
-            if self.recording and answered:
+            # A request held (api/waiting.py) is recorded once, when it is answered.
+            if self.recording and answered and not environ.get(HOLDING):
                 self._record(environ, route, answered, time.perf_counter() - started)
             return body
         finally:

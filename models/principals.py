@@ -7,6 +7,10 @@ organization deleted) notifies CHANNEL from a trigger, and one connection per pr
 between, where LISTEN cannot work; the database away), an answer is kept UNHEARD_SECONDS only, so a change
 is seen everywhere within two seconds either way. A token's expiry is checked against the clock on every
 use. A token's last use is written in batches (`Principals.last_uses`), every LAST_USE_SECONDS at most.
+
+The same connection hears the feeds' channels for the requests held until their organization's feed
+changes (api/waiting.py): `Listener.hear` names a channel and what to call with each payload; while the
+process cannot listen, `Listener.unheard` is called about once a second instead, to look for changes itself.
 """
 import logging
 import os
@@ -22,6 +26,8 @@ from models import db, deadline
 log = logging.getLogger(__name__)
 
 CHANNEL = "shiptrack_principals"  # notify_principals (schema.sql) notifies it
+# The feeds' channels (notify_changes, notify_events: the organization's id), heard for api/waiting.py.
+FEED_CHANNELS = ("shiptrack_changes", "shiptrack_events")
 APPLICATION_NAME = "shiptrack-api-listener"  # the listening connection's, in pg_stat_activity
 KEPT_SECONDS = 60.0               # the longest an answer is kept while the process hears CHANNEL
 UNHEARD_SECONDS = 1.0             # ... and while it does not
@@ -29,6 +35,7 @@ KEPT_PRINCIPALS = 10_000          # past this many, everything kept is dropped (
 LAST_USE_SECONDS = 60.0           # a token's last use is written this often at most, per process
 LISTEN_RETRY_SECONDS = (1.0, 30.0)  # the first wait before listening again, and the longest
 IDLE_SECONDS = 30.0               # how long the listener waits for a notification before it checks again
+UNHEARD_POLL_SECONDS = 1.0        # how often `unheard` is called while the process cannot listen
 
 # last uses: each token's last use, never moved back (two processes write theirs in any order).
 _LAST_USES_SQL = """
@@ -112,9 +119,17 @@ class Listener:
         self._thread = None
         self._pid = None
         self._lock = threading.Lock()
+        self._hearers = {}           # channel: what to call with each of its payloads (hear)
+        self._unheard = None         # what to call about once a second while not listening
 
     def subscribe(self, principals):
         self._subscribers.add(principals)
+
+    def hear(self, channel, call, unheard):
+        """Call `call(payload)` for each notification on `channel` (one of FEED_CHANNELS), and `unheard()`
+        about every UNHEARD_POLL_SECONDS while this process cannot listen."""
+        self._hearers[channel] = call
+        self._unheard = unheard
 
     def epoch(self):
         """The number of the current listening, None while not listening (or not yet listening in this process)."""
@@ -141,9 +156,10 @@ class Listener:
         while self._heard():
             conn = self._listen()
             if conn is None:
+                self._poll_unheard(None)
                 return
             if conn is False:
-                time.sleep(wait)
+                self._poll_unheard(wait)
                 wait = min(LISTEN_RETRY_SECONDS[1], wait * 2)
                 continue
             wait = LISTEN_RETRY_SECONDS[0]
@@ -155,6 +171,20 @@ class Listener:
             finally:
                 self._epoch = None
                 conn.close()
+
+    def _poll_unheard(self, seconds):
+        """Call `unheard` every UNHEARD_POLL_SECONDS for `seconds` (None: for as long as the process runs)."""
+        ends = None if seconds is None else time.monotonic() + seconds
+        while ends is None or time.monotonic() < ends:
+            time.sleep(UNHEARD_POLL_SECONDS if ends is None else min(UNHEARD_POLL_SECONDS, ends - time.monotonic()))
+            if self._unheard is not None:
+                try:
+                    self._unheard()
+                except (db.DatabaseUnavailable, psycopg2.Error) as error:
+                    log.info("could not look for changes to the feeds (%s); trying again in %s s", error,
+                             UNHEARD_POLL_SECONDS)
+            if ends is None and not self._heard():
+                return
 
     def _heard(self):
         """Whether an application still keeps principals; when none does, the thread ends (a new one starts)."""
@@ -176,7 +206,8 @@ class Listener:
                 return None
             conn.autocommit = True
             with conn.cursor() as cur:
-                cur.execute(f"LISTEN {CHANNEL}")
+                for channel in (CHANNEL, *FEED_CHANNELS):
+                    cur.execute(f"LISTEN {channel}")
         except (db.DatabaseUnavailable, psycopg2.Error):
             return False
         # What was kept before is kept UNHEARD_SECONDS only (its epoch is another): a change made before
@@ -190,8 +221,12 @@ class Listener:
             readable, _, _ = select.select([conn], [], [], IDLE_SECONDS)
             conn.poll()
             if conn.notifies:
-                conn.notifies.clear()
-                self._tell()
+                heard, conn.notifies[:] = list(conn.notifies), []
+                if any(notify.channel == CHANNEL for notify in heard):
+                    self._tell()
+                for notify in heard:
+                    if notify.channel in self._hearers:
+                        self._hearers[notify.channel](notify.payload)
             elif not readable:
                 if not self._heard():
                     return

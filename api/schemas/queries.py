@@ -1,5 +1,7 @@
 """Query-parameter schemas of the list endpoints (XListQuerySchema)."""
-from marshmallow import fields
+import re
+
+from marshmallow import ValidationError, fields
 
 from api.params import (MAX_VALUE_LENGTH, OPTIONAL, ChangeCursor, Choice, CommaSeparated, IdList, Limit,
                         PrefixedId, QuerySchema, TimeParam)
@@ -8,6 +10,26 @@ from rendering.schemas.checks import CHECK_STATUSES, DEFAULT_CHECK_STATUSES
 from rendering.schemas.fields import doc
 
 SHIPMENT_FILTER_STATUSES = ("draft", "validated", "in_transit", "arrived", "in_warehouse")
+# The longest `wait` of GET /changes and GET /events (api/waiting.py); the fronts' timeouts are 90 s (monitoring.md).
+MAX_WAIT_SECONDS = 60
+
+
+class Wait(fields.Integer):
+    """Seconds a call with nothing new may be held (api/waiting.py): decimal digits, 0 to MAX_WAIT_SECONDS."""
+
+    def __init__(self, nothing_new, until):
+        super().__init__(metadata=doc(
+            f"Seconds to hold a call answering {nothing_new} until {until}, at most {MAX_WAIT_SECONDS} "
+            f"(a hold ends up to a sixteenth of it later, at random, so clients started together spread out: give "
+            f"the call a timeout well above it, such as 90 s). Omitted, empty or 0: answered at once.",
+            minimum=0, maximum=MAX_WAIT_SECONDS,
+            parameter=OPTIONAL))
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, str) or not re.fullmatch("[0-9]{1,2}", value, re.ASCII) \
+                or int(value) > MAX_WAIT_SECONDS:
+            raise ValidationError(f"wait must be an integer from 0 to {MAX_WAIT_SECONDS}, written in decimal digits.")
+        return int(value)
 
 
 class ShipmentListQuerySchema(QuerySchema):
@@ -57,6 +79,7 @@ class EventListQuerySchema(QuerySchema):
                                                  "(events no endpoint subscribes to included).")
     limit = Limit()
     starting_after = PrefixedId("msg", "Id of the last event of the previous page.")
+    wait = Wait("an empty page, or the page `If-None-Match` names,", "an event of the organization is rendered")
 
 
 class ChangeListQuerySchema(QuerySchema):
@@ -64,3 +87,4 @@ class ChangeListQuerySchema(QuerySchema):
                          "expires; one this database cannot have given (from another database, or from before a "
                          "restore) is a 400 `invalid_parameter`: start again from the beginning.")
     limit = Limit(default=100)
+    wait = Wait("an empty page (the cursor is at the head of the feed)", "a change of the organization can be listed")

@@ -334,7 +334,7 @@ def test_described_in_openapi(client):
     assert single["responses"]["200"]["content"]["application/json"]["schema"] == {
         "$ref": "#/components/schemas/Event"}
     assert [p["name"] for p in listed["parameters"] if p.get("in") == "query"] == [
-        "type", "shipment", "created_after", "created_before", "delivery_success", "limit", "starting_after"]
+        "type", "shipment", "created_after", "created_before", "delivery_success", "limit", "starting_after", "wait"]
     schemas = document["components"]["schemas"]
     names = ["ShipmentStatusChangedEvent", "ShipmentEtaChangedEvent", "ShipmentChecksCompletedEvent",
              "AlertCreatedEvent"]

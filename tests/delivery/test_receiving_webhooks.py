@@ -23,8 +23,10 @@ SENT = ("webhook-id", "webhook-timestamp", "webhook-signature", "Content-Type", 
 
 
 def code_block(language):
-    """The one ```language block of the page."""
-    (block,) = re.findall(rf"^```{language}\n(.*?)^```$", PAGE.read_text(), re.MULTILINE | re.DOTALL)
+    """The one ```language block of the page's receivers ("Verifying, in ..."; "Polling instead of receiving" has
+    another Python block: tests/api/test_waiting_pollers.py runs it)."""
+    receivers = PAGE.read_text().split("## Polling instead of receiving", 1)[0]
+    (block,) = re.findall(rf"^```{language}\n(.*?)^```$", receivers, re.MULTILINE | re.DOTALL)
     return block
 
 

@@ -36,7 +36,8 @@ def section_blocks():
 
 def receiver_code():
     """The page's Flask receiver ("Verifying, in Python"), which the section has the reader save as receiver.py."""
-    (block,) = re.findall(r"^```python\n(.*?)^```$", PAGE.read_text(), re.MULTILINE | re.DOTALL)
+    receivers = PAGE.read_text().split("## Polling instead of receiving", 1)[0]  # its poller is another block
+    (block,) = re.findall(r"^```python\n(.*?)^```$", receivers, re.MULTILINE | re.DOTALL)
     return block
 
 

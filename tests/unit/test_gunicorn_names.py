@@ -1,4 +1,4 @@
-"""What serving.py takes from gunicorn beyond its settings and hooks, each named here.
+"""What serving.py (and held_requests.py) take from gunicorn beyond its settings and hooks, each named here.
 
 serving.JsonErrorWorker overrides methods of gunicorn's gthread worker and reads attributes of its
 connections and requests that gunicorn does not document. An upgrade that renames, drops or changes one
@@ -18,10 +18,11 @@ from gunicorn.http.message import Request
 from gunicorn.http.unreader import IterUnreader
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
+import held_requests
 import serving
 
 # ThreadWorker's methods the worker overrides: each is called by gunicorn with the parameters ours take.
-OVERRIDDEN = ["init_process", "load_wsgi", "handle", "finish_request", "handle_request", "handle_error"]
+OVERRIDDEN = ["init_process", "load_wsgi", "handle", "finish_request", "handle_request", "handle_error", "handle_exit"]
 
 
 @pytest.fixture
@@ -34,7 +35,8 @@ def worker():
 
 @pytest.mark.parametrize("name", OVERRIDDEN)
 def test_the_overridden_methods_keep_their_parameters(name):
-    assert name in vars(serving.JsonErrorWorker)
+    # Overridden by serving.py's worker or by the held requests' part of it (held_requests.py).
+    assert name in vars(serving.JsonErrorWorker) or name in vars(held_requests.HoldingWorker)
     ours, gunicorns = (inspect.signature(getattr(cls, name)) for cls in (serving.JsonErrorWorker, ThreadWorker))
     assert list(ours.parameters) == list(gunicorns.parameters)
 
@@ -99,3 +101,26 @@ def test_what_handle_error_writes_with():
         peer.shutdown(socket.SHUT_WR)  # close_graceful waits for the client's close
         util.close_graceful(ours)
         assert peer.recv(1) == b""
+
+
+def test_what_held_requests_take_from_gthread(worker):
+    # serving.py parks a held request's connection in the worker's selector (`poller`, made in init_process),
+    # runs it again with enqueue_req (a thread, then finish_request in the main loop), moves work to the main
+    # loop through method_queue.defer from any thread, counts it in nr_conns while parked, and reads `alive`.
+    assert "self.poller = selectors.DefaultSelector()" in inspect.getsource(ThreadWorker.init_process)
+    assert list(inspect.signature(ThreadWorker.enqueue_req).parameters) == ["self", "conn"]
+    assert "self.tpool.submit(self.handle, conn)" in inspect.getsource(ThreadWorker.enqueue_req)
+    assert "self.finish_request, conn, fut" in inspect.getsource(ThreadWorker.enqueue_req)
+    assert worker.nr_conns == 0 and worker.alive is True
+    # handle_exit (SIGTERM) only marks the worker stopping and wakes its loop: our override answers the held.
+    assert "self.alive = False" in inspect.getsource(ThreadWorker.handle_exit)
+    called = []
+    worker.method_queue.init()
+    try:
+        worker.method_queue.defer(called.append, "run in the main loop")
+        worker.method_queue.run_callbacks(None)
+    finally:
+        worker.method_queue.close()
+    assert called == ["run in the main loop"]
+    # The main loop's graceful stop waits while nr_conns > 0: the held are answered within it.
+    assert "while self.nr_conns > 0:" in inspect.getsource(ThreadWorker.run)
