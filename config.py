@@ -60,6 +60,12 @@ DEFAULTS = {
     # process's for changes to tokens); null listens on DATABASE_URL, or not at all through a transaction
     # pooler (then new events are found by polling, and tokens are looked up again every second).
     "DATABASE_LISTEN_URL": None,
+    # A hot standby (or a libpq multi-host URL naming several) the API's GETs are read from while it is at most
+    # DATABASE_REPLICA_LAG_SECONDS behind the primary, and whenever the primary is away; every write stays on
+    # DATABASE_URL (docs/scaling.md "Reads from hot standbys"). None: everything on DATABASE_URL.
+    "DATABASE_REPLICA_URL": None,
+    # The most a standby may be behind the primary and still serve reads, in seconds (measured every second).
+    "DATABASE_REPLICA_LAG_SECONDS": 5,
     # Seconds the API waits for a new connection, and for one statement (then answers 503): both well
     # inside gunicorn's 30 s worker timeout, so a database that hangs never gets a worker killed.
     "DATABASE_CONNECT_TIMEOUT": 5,

@@ -15,6 +15,7 @@ state need pg_read_all_stats). What it cannot place (a prepared transaction) kee
 horizon: slower, never wrong.  docs/sync.md explains it for users.
 """
 from models.db import execute_all
+from models.standby import Behind
 
 # GET /changes: live and deleted shipments after a position, below the horizon (the first three CTEs:
 # changes of transactions below it are final, module docstring), oldest change first.
@@ -72,12 +73,12 @@ def changes_after(conn, organization_id, position, limit):
 
     The caller runs this inside db.one_snapshot and reads the shipments to show in the same
     snapshot, so each item is the state its revision names. Raises CursorBeyond for a position past
-    every transaction of the server.
+    every transaction of the server; on a standby, Behind instead (the primary may have given it: it answers).
     """
     after_xid, after_id = position
     rows = execute_all(conn, FEED_SQL, {"organization_id": organization_id, "after_xid": str(after_xid),
                                         "after_id": after_id, "limit": limit})
     if rows[0]["beyond"]:
-        raise CursorBeyond(position)
+        raise Behind(position) if getattr(getattr(conn, "target", None), "standby", False) else CursorBeyond(position)
     return [((int(row["change_xid"]), row["id"]), row["id"], row["revision"], row["visible"])
             for row in rows if row["id"] is not None]

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 import psycopg2
 import psycopg2.extensions
 
+from models import breaker
 from models.cursors import Connection, Cursor, execute, execute_one
 from models.db_errors import DatabaseUnavailable, unavailable
 
@@ -46,6 +47,7 @@ class Target:
     pool_size: int = 8
     settings: tuple = ()               # more (name, value) session settings of this process
     cursor_factory: type = Cursor      # the class of its cursors (tests give one that counts statements)
+    standby: bool = False              # a hot standby's (DATABASE_REPLICA_URL): reads only, a breaker of its own
 
     @classmethod
     def from_config(cls, config, process, url=None, **more):
@@ -78,8 +80,9 @@ def connect(target):
     if target.connect_timeout:
         extra["connect_timeout"] = max(2, round(target.connect_timeout))  # libpq's own minimum is 2 s
     try:
-        conn = psycopg2.connect(target.url, connection_factory=Connection,
-                                cursor_factory=target.cursor_factory, **extra)
+        with breaker.connecting(target.standby):
+            conn = psycopg2.connect(target.url, connection_factory=Connection,
+                                    cursor_factory=target.cursor_factory, **extra)
     except psycopg2.Error as error:
         raise unavailable(error) from error
     conn.target = target

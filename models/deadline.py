@@ -104,7 +104,7 @@ def _wait(conn):
         if state == psycopg2.extensions.POLL_OK:
             # A pooler answers a connection by itself.
             if conn.status != psycopg2.extensions.STATUS_SETUP and not getattr(_local, "aside", False):
-                breaker.answered()
+                breaker.answered(breaker.standby_of(conn))
             return
         remaining = deadline - time.monotonic()
         if remaining > 0:
@@ -120,5 +120,5 @@ def _wait(conn):
         if name == "connect_timeout":
             message = "timeout expired: " + message  # libpq's own words when it keeps connect_timeout
         if opens and not getattr(_local, "aside", False):
-            breaker.opened(message, started)
+            breaker.opened(message, started, breaker.standby_of(conn))
         raise psycopg2.extensions.QueryCanceledError(message)
