@@ -108,6 +108,19 @@ def paused(standby, pause=True):
         conn.close()
 
 
+def standby_serves(base, token, conn, organization, standby):
+    """Wait until the service reads on the standby: with its replay paused, a shipment written on the primary is
+    not listed (the standby's answer); then let it replay, and wait until it is."""
+    before = len(listed(base, token))
+    paused(standby)
+    try:
+        make_shipment(conn, organization, reference="proof")
+        assert wait_for(lambda: len(listed(base, token)) == before, 20), "the standby never served"
+    finally:
+        paused(standby, False)
+    assert wait_for(lambda: len(listed(base, token)) == before + 1, 20)
+
+
 def test_reads_are_served_by_the_standby_and_writes_stay_on_the_primary(servers, data, tmp_path):
     primary, standby = servers
     conn, organization, token = data
@@ -214,7 +227,7 @@ def test_the_standby_stopped_everything_goes_to_the_primary(servers, data, tmp_p
     make_shipment(conn, organization, reference="kept")
     assert standby.replayed(primary)
     with serve(servers, tmp_path, workers=2) as base:
-        assert wait_for(lambda: len(listed(base, token)) == 1, 20)
+        standby_serves(base, token, conn, organization, standby)
         for _ in range(10):
             listed(base, token)
         standby.stop("immediate")
@@ -223,7 +236,7 @@ def test_the_standby_stopped_everything_goes_to_the_primary(servers, data, tmp_p
                         for _ in range(30)]
             assert statuses == [200] * 30
             written = make_shipment(conn, organization, reference="after")
-            assert written and len(listed(base, token)) == 2
+            assert written and len(listed(base, token)) == 3
         finally:
             standby.start()
         assert standby.replayed(primary)
