@@ -81,8 +81,8 @@ def settled(server):
 
 def statements(server, reset=False):
     """The bench database's statements on `server` by pg_stat_statements, most called first ([(calls, query)]);
-    with `reset`, forget them instead."""
-    conn = psycopg2.connect(server.url("postgres"), connect_timeout=5)
+    with `reset`, forget them instead. Asked in the bench database (the extension's), outside the counts."""
+    conn = psycopg2.connect(server.url(DATABASE), connect_timeout=5)
     try:
         conn.autocommit = True
         with conn.cursor() as cur:
@@ -90,7 +90,7 @@ def statements(server, reset=False):
                 cur.execute("SELECT pg_stat_statements_reset()")
                 return []
             cur.execute("SELECT s.calls, left(regexp_replace(s.query, '\\s+', ' ', 'g'), 90) FROM pg_stat_statements s "
-                        "JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = %s ORDER BY s.calls DESC LIMIT 8",
+                        "JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = %s ORDER BY s.calls DESC LIMIT 12",
                         (DATABASE,))
             return cur.fetchall()
     finally:
