@@ -140,11 +140,14 @@ def test_reads_are_served_by_the_standby_and_writes_stay_on_the_primary(servers,
         finally:
             paused(standby, False)
         assert wait_for(lambda: len(listed(base, token)) == 2, 20)
-    # Each read is a transaction on the standby; the writes (the reservations of the rate limits) are the primary's.
+    # Each read is a transaction on the standby; the writes (the reservations of the rate limits, the rendering
+    # of `written` that a read on the standby made) are the primary's.
     assert settled(standby) - standby_before >= 40
     with conn.cursor() as cur:
         cur.execute("SELECT sum(hits) AS hits FROM rate_limit_counters WHERE bucket LIKE 'token:%%'")
         assert cur.fetchone()["hits"] >= 1
+        cur.execute("SELECT count(*) AS stored FROM shipment_renderings WHERE shipment_id = %s", (written,))
+        assert cur.fetchone()["stored"] == 1
     assert before and primary_before
 
 
