@@ -1246,6 +1246,17 @@ LANGUAGE sql STABLE AS $$
                   ct.demurrage_free_days) <= o.age + 3
 $$;
 
+-- A token's state, as `tokens list` shows it and as every check of an active token asks it: member_removed
+-- (its user left the organization; the token is revoked with it), revoked, expired, else active. One
+-- expression of the token's and its membership's columns, inlined into the caller's statement.
+CREATE OR REPLACE FUNCTION token_state(t tokens, m memberships) RETURNS text
+LANGUAGE sql STABLE AS $$
+  SELECT CASE WHEN m.removed_at IS NOT NULL THEN 'member_removed'
+              WHEN t.revoked_at IS NOT NULL THEN 'revoked'
+              WHEN t.expires_at IS NOT NULL AND t.expires_at <= now() THEN 'expired'
+              ELSE 'active' END
+$$;
+
 -- The principal of a token fingerprint: the active token with it, its user (still a member) and
 -- organization; no row for any other. The API keeps what it answers per process (models/principals.py).
 CREATE OR REPLACE FUNCTION token_principal(token_fingerprint bytea)
@@ -1257,10 +1268,7 @@ LANGUAGE sql STABLE AS $$
     JOIN organizations o ON o.id = t.organization_id
     JOIN users u ON u.id = t.user_id
     JOIN memberships m ON m.organization_id = t.organization_id AND m.user_id = t.user_id
-   WHERE t.fingerprint = token_principal.token_fingerprint
-     AND t.revoked_at IS NULL
-     AND (t.expires_at IS NULL OR t.expires_at > now())
-     AND m.removed_at IS NULL
+   WHERE t.fingerprint = token_principal.token_fingerprint AND token_state(t, m) = 'active'
 $$;
 
 -- ---------------------------------------------------------------------------

@@ -83,8 +83,9 @@ def _shipment(shipment):
         lines.append(_join(f"  tracking {tracking.get('state')}", tracking.get("status"),
                            tracking.get("unavailable_reason"), tracking.get("halted_reason")))
         if cargo.get("pallets"):
-            lines.append(f"  cargo {cargo['pallets']} pallets, {cargo['boxes']} boxes, "
-                         f"{cargo['net_weight_kg']} kg net" + (" (organic)" if shipment.get("organic") else ""))
+            counted = _counted(("pallets", cargo["pallets"]), ("boxes", cargo.get("boxes")),
+                               ("kg net", cargo.get("net_weight_kg")))  # a weight not known is left out, never "None"
+            lines.append(f"  cargo {counted}" + (" (organic)" if shipment.get("organic") else ""))
     return lines
 
 

@@ -43,9 +43,7 @@ _LOCK_ORG_SQL = "SELECT id FROM organizations WHERE id = %(organization_id)s FOR
 _ACTIVE_COUNT_SQL = """
 SELECT count(*) AS active FROM tokens t
   JOIN memberships m ON m.organization_id = t.organization_id AND m.user_id = t.user_id
- WHERE t.organization_id = %(organization_id)s AND t.revoked_at IS NULL
-   AND (t.expires_at IS NULL OR t.expires_at > now())
-   AND m.removed_at IS NULL
+ WHERE t.organization_id = %(organization_id)s AND token_state(t, m) = 'active'
 """
 # create_token: the token's fingerprint, never its value.
 _INSERT_SQL = """
@@ -58,24 +56,19 @@ RETURNING id, expires_at
 
 def create_token(conn, organization_id, user_id, name, expires):
     """Create a token; returns (value, row). The value is never stored."""
-    with conn.cursor() as cur:
-        cur.execute(_LOCK_ORG_SQL, {"organization_id": organization_id})
-        cur.execute(_ACTIVE_COUNT_SQL, {"organization_id": organization_id})
-        if cur.fetchone()["active"] >= MAX_ACTIVE_TOKENS:
-            raise TokenLimitReached(f"the organization already has {MAX_ACTIVE_TOKENS} active tokens")
-        value = generate_token()
-        cur.execute(_INSERT_SQL, {"organization_id": organization_id, "user_id": user_id, "name": name,
-                                  "fingerprint": fingerprint(value), "expires_in": EXPIRIES[expires]})
-        return value, cur.fetchone()
+    db.execute(conn, _LOCK_ORG_SQL, {"organization_id": organization_id})
+    if db.execute_one(conn, _ACTIVE_COUNT_SQL, {"organization_id": organization_id})["active"] >= MAX_ACTIVE_TOKENS:
+        raise TokenLimitReached(f"the organization already has {MAX_ACTIVE_TOKENS} active tokens")
+    value = generate_token()
+    return value, db.execute_one(conn, _INSERT_SQL, {"organization_id": organization_id, "user_id": user_id,
+                                                     "name": name, "fingerprint": fingerprint(value),
+                                                     "expires_in": EXPIRIES[expires]})
 
 
-# tokens list: every token of an organization with its owner and state.
+# tokens list: every token of an organization with its owner and state (schema.sql token_state; a removed
+# member's tokens are also revoked, by memberships_revoke_tokens).
 _LIST_SQL = """
-SELECT t.id, t.name, u.email AS user_email, t.created_at, t.expires_at, t.revoked_at,
-       CASE WHEN m.removed_at IS NOT NULL THEN 'member_removed'  -- also revoked (memberships_revoke_tokens)
-            WHEN t.revoked_at IS NOT NULL THEN 'revoked'
-            WHEN t.expires_at IS NOT NULL AND t.expires_at <= now() THEN 'expired'
-            ELSE 'active' END AS state
+SELECT t.id, t.name, u.email AS user_email, t.created_at, t.expires_at, t.revoked_at, token_state(t, m) AS state
   FROM tokens t JOIN users u ON u.id = t.user_id
   JOIN memberships m ON m.organization_id = t.organization_id AND m.user_id = t.user_id
  WHERE t.organization_id = %(organization_id)s
@@ -86,9 +79,7 @@ SELECT t.id, t.name, u.email AS user_email, t.created_at, t.expires_at, t.revoke
 
 def list_tokens(conn, organization_id, user_id=None):
     """Tokens of an organization (of one user when given), oldest first."""
-    with conn.cursor() as cur:
-        cur.execute(_LIST_SQL, {"organization_id": organization_id, "user_id": user_id})
-        return cur.fetchall()
+    return db.execute_all(conn, _LIST_SQL, {"organization_id": organization_id, "user_id": user_id})
 
 
 # get_token: one token by id, whatever its organization (the CLI checks the actor's rights).
@@ -104,16 +95,12 @@ RETURNING id, organization_id, user_id
 
 def get_token(conn, token_id):
     """One token row by id, or None."""
-    with conn.cursor() as cur:
-        cur.execute(_GET_SQL, {"id": token_id})
-        return cur.fetchone()
+    return db.execute_one(conn, _GET_SQL, {"id": token_id})
 
 
 def revoke_token(conn, token_id):
     """Revoke a token (idempotent); returns its row or None."""
-    with conn.cursor() as cur:
-        cur.execute(_REVOKE_SQL, {"token_id": token_id})
-        return cur.fetchone()
+    return db.execute_one(conn, _REVOKE_SQL, {"token_id": token_id})
 
 
 # revoke_named: a lost token is revoked and replaced; this revokes a user's tokens of one name.
@@ -126,6 +113,4 @@ UPDATE tokens SET revoked_at = now()
 
 def revoke_named(conn, organization_id, user_id, name):
     """Revoke a user's active tokens with this name; returns how many."""
-    with conn.cursor() as cur:
-        cur.execute(_REVOKE_NAMED_SQL, {"organization_id": organization_id, "user_id": user_id, "name": name})
-        return cur.rowcount
+    return db.execute(conn, _REVOKE_NAMED_SQL, {"organization_id": organization_id, "user_id": user_id, "name": name})

@@ -182,3 +182,24 @@ def test_a_prepared_statement_prepares_as_models_db_sends_it(conn, name):
         cur.execute("BEGIN")
         cur.execute(PREPARED[name].prepare_sql)
         cur.execute("ROLLBACK")
+
+
+
+def test_the_active_token_rule_is_written_once():
+    # Written out anywhere else (a statement of models/ or another function of schema.sql), the two could come
+    # to disagree: `tokens list` saying "active" of a token every request refuses, or the count of active
+    # tokens letting an eleventh be made.
+    elsewhere = {**STATEMENTS, **{name: function_body(name) for name in re.findall(
+        r"CREATE OR REPLACE FUNCTION (\w+)\(", SCHEMA) if name != "token_state"}}
+    assert [name for name, text in elsewhere.items() if re.search(r"expires_at\s*(>|<=)\s*now\(\)", text)] == []
+    assert sorted(name for name, text in elsewhere.items() if "token_state(" in text) == [
+        "models.tokens._ACTIVE_COUNT_SQL", "models.tokens._LIST_SQL", "token_principal"]
+
+
+@pytest.mark.parametrize("name", ["models.tokens.PRINCIPAL_SQL", "models.tokens._ACTIVE_COUNT_SQL",
+                                  "models.tokens._LIST_SQL"])
+def test_no_plan_calls_token_state(conn, name):
+    # LANGUAGE sql, STABLE, one expression of the row's columns: inlined, as if the rule were written out there
+    # (token_principal, which PRINCIPAL_SQL calls, is inlined too, and token_state inside it).
+    assert "token_state" not in plan(conn, STATEMENTS[name], {"fingerprint": bytes(32), "organization_id": 1,
+                                                              "user_id": None}, verbose=True)

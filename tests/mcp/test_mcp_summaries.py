@@ -75,3 +75,16 @@ def test_at_risk_lines_read_as_the_docs_show(call):
     heads = [line for line in text.splitlines() if not line.startswith(("  ", "More:"))]
     assert heads and all(re.fullmatch(r"shp_\d+ · SHIP-\S+ · AT RISK( · terms unknown)?( · active: .+)?", head)
                          for head in heads), heads[:3]
+
+
+def test_a_cargo_weight_not_known_is_left_out_of_the_shipment_line():
+    # The API answers null for a weight it cannot show (a NaN a writer stored, pallets without weights): the
+    # summary says what is known, never "None kg net".
+    from mcp_server.summaries import summarize
+
+    shipment = {"object": "shipment", "id": "shp_1", "reference": "SHIP-1", "status": "in_transit", "revision": 2,
+                "tracking": {"state": "active"}, "cargo": {"pallets": 3, "boxes": 120, "net_weight_kg": None}}
+    text = summarize(shipment, "get_shipment")
+    assert "  cargo 3 pallets, 120 boxes" in text.splitlines() and not STRAY.search(text), text
+    shipment["cargo"]["net_weight_kg"] = 1354.5
+    assert "  cargo 3 pallets, 120 boxes, 1354.5 kg net" in summarize(shipment, "get_shipment").splitlines()
