@@ -209,10 +209,16 @@ def test_the_primary_stopped_the_standby_answers_and_counts_alone(servers, data,
     with serve(servers, tmp_path, RATE_LIMITS=limits) as base:
         assert len(listed(base, token)) == 1   # the organization's version pinned, on the standby too
         assert standby.replayed(primary)
+        ready = requests.get(f"{base}/readyz", timeout=30)
+        assert ready.status_code == 200 and "reads_only" not in ready.json()
         primary.stop("immediate")
         try:
             assert wait_for(lambda: requests.get(f"{base}/shipments", headers=auth(token), timeout=30).status_code
                             == 200, 30)
+            # Ready still, for a balancer: the reads are served (and the primary's absence said).
+            assert wait_for(lambda: requests.get(f"{base}/readyz", timeout=30).json() == {**ready.json(),
+                                                                                          "reads_only": True}, 10)
+            assert requests.get(f"{base}/readyz", timeout=30).status_code == 200
             # A token first seen now is looked up on the standby; the process counts its limit by itself.
             statuses = [requests.get(f"{base}/shipments", headers=auth(cold), timeout=30).status_code
                         for _ in range(7)]
