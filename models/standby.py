@@ -10,7 +10,8 @@ falls behind as soon as the primary writes. Reads go to a standby while its lag,
 STALE_SECONDS ago, is at most the bound (DATABASE_REPLICA_LAG_SECONDS); otherwise (over it, or unknown) to
 the primary. While the primary is away (its check failed, or a request could not reach it), reads go to
 the standby whatever its lag: what it has is served rather than nothing. A lost standby sends them to
-the primary until a check finds it answering again. No request waits for a measurement.
+the primary until a check finds it answering again. Only a process's first reads wait, for its first
+measurement (FIRST_WAIT_SECONDS at most), so that they do not all go to the primary meanwhile.
 """
 import collections
 import logging
@@ -31,6 +32,7 @@ log = logging.getLogger(__name__)
 CHECK_SECONDS = 1.0     # how often the lags are measured (one statement on the primary, one per standby)
 STALE_SECONDS = 3.0     # a lag measured longer ago than this is unknown: reads go to the primary
 KEPT_SECONDS = 120.0    # how long the primary's positions are kept (a lag is known up to this)
+FIRST_WAIT_SECONDS = 1.0  # the longest a process's first reads wait for its first measurement
 APPLICATION_NAME = "shiptrack-api-lag"  # the measuring connections', in pg_stat_activity
 
 _PRIMARY_SQL = "SELECT pg_current_wal_lsn() - '0/0'::pg_lsn AS position"
@@ -71,11 +73,14 @@ class Standbys:
         self._primary_away = False
         self._standby_lost_at = float("-inf")
         self._pid = None
+        self._measured = threading.Event()      # set once this process has measured once
         self._lock = threading.Lock()
 
     def reads_there(self):
         """Whether a read goes to a standby now (starts measuring in this process on first use)."""
         self.start()
+        if not self._measured.is_set():
+            self._measured.wait(FIRST_WAIT_SECONDS)
         if breaker.is_open(standby=True) or time.monotonic() - self._standby_lost_at < CHECK_SECONDS:
             return False
         return self.primary_away() or any(self._fresh(key) for key in self._lags)
@@ -112,6 +117,7 @@ class Standbys:
         with self._lock:
             if self._pid == os.getpid():
                 return
+            self._measured = threading.Event()   # before _pid: other threads wait on this one
             self._pid = os.getpid()
             self._positions.clear()
             self._lags, self._primary_away = {}, False
@@ -123,6 +129,7 @@ class Standbys:
         try:
             while self._pid == os.getpid():
                 self.check(conns)
+                self._measured.set()
                 time.sleep(CHECK_SECONDS)
         finally:
             for conn in conns.values():
