@@ -154,7 +154,13 @@ class Standbys:
             lag = None
             if answer is not None and answer["recovery"]:
                 lag = self._lag_of(int(answer["replayed"]), time.monotonic())
+            was = self._fresh((host, port))
             self._lags[host, port] = (lag, time.monotonic())
+            if was != self._fresh((host, port)):
+                log.warning("the standby %s:%s %s", host, port,
+                            "serves reads" if not was else
+                            f"is past the lag bound ({lag:.1f} s over {self.bound:g} s): its reads go to the primary"
+                            if lag is not None else "lag is unknown: its reads go to the primary")
 
     def _lag_of(self, replayed, now):
         # The age of the latest position of the primary's that the standby has replayed; None (unknown) when it
