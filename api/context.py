@@ -82,7 +82,7 @@ def _standby_conn(reads):
     try:
         conn = db.checkout(reads.standby)
     except db.DatabaseUnavailable as error:
-        log.info("standby unavailable (%s); reading on the primary", error)
+        log.warning("the standby is unavailable (%s): reads go to the primary", error)
         reads.lost_standby()
         return None
     if not reads.serves(conn):
@@ -163,7 +163,7 @@ def read_again_if_lost(view):
             if on_standby():
                 if isinstance(error, db.DatabaseUnavailable):
                     standbys().lost_standby()
-                log.info("the standby could not answer (%s); reading on the primary", db.describe(error))
+                log.warning("the standby could not answer (%s): read again on the primary", db.describe(error))
                 _discard_conn("conn", broken=not isinstance(error, standby.Behind))
                 g.on_primary = True
                 return view(*args, **kwargs)

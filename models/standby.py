@@ -33,6 +33,7 @@ CHECK_SECONDS = 1.0     # how often the lags are measured (one statement on the 
 STALE_SECONDS = 3.0     # a lag measured longer ago than this is unknown: reads go to the primary
 KEPT_SECONDS = 120.0    # how long the primary's positions are kept (a lag is known up to this)
 FIRST_WAIT_SECONDS = 1.0  # the longest a process's first reads wait for its first measurement
+FIRST_CHECK_SECONDS = 0.05  # how often it measures until then
 APPLICATION_NAME = "shiptrack-api-lag"  # the measuring connections', in pg_stat_activity
 
 _PRIMARY_SQL = "SELECT pg_current_wal_lsn() - '0/0'::pg_lsn AS position"
@@ -125,12 +126,16 @@ class Standbys:
 
     def _run(self):
         deadline.aside()  # the requests' breakers are theirs: these checks neither open nor close them
-        conns = {}
+        conns, started = {}, time.monotonic()
         try:
             while self._pid == os.getpid():
                 self.check(conns)
-                self._measured.set()
-                time.sleep(CHECK_SECONDS)
+                # A first check finds no lag while the primary writes: no position of it was noted before the
+                # standby's replay was read. Checked again at once, the first reads wait less.
+                if (any(lag is not None for lag, _at in list(self._lags.values()))
+                        or time.monotonic() - started >= FIRST_WAIT_SECONDS):
+                    self._measured.set()
+                time.sleep(CHECK_SECONDS if self._measured.is_set() else FIRST_CHECK_SECONDS)
         finally:
             for conn in conns.values():
                 conn.close()
