@@ -63,6 +63,12 @@ DEFAULTS = {
     # Requests a gunicorn worker holds at most for GET /changes and GET /events with `wait` (api/waiting.py): a
     # held request costs a socket and about 10 KB; past this many, one is answered at once (docs/sync.md).
     "WAITERS_PER_PROCESS": 500,
+    # A hot standby (or a libpq multi-host URL naming several) the API's GETs are read from while it is at most
+    # DATABASE_REPLICA_LAG_SECONDS behind the primary, and whenever the primary is away; every write stays on
+    # DATABASE_URL (docs/scaling.md "Reads from hot standbys"). None: everything on DATABASE_URL.
+    "DATABASE_REPLICA_URL": None,
+    # The most a standby may be behind the primary and still serve reads, in seconds (measured every second).
+    "DATABASE_REPLICA_LAG_SECONDS": 5,
     # Seconds the API waits for a new connection, and for one statement (then answers 503): both well
     # inside gunicorn's 30 s worker timeout, so a database that hangs never gets a worker killed.
     "DATABASE_CONNECT_TIMEOUT": 5,

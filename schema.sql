@@ -352,9 +352,10 @@ CREATE INDEX IF NOT EXISTS deleted_shipments_changes_idx ON deleted_shipments (o
 
 -- Each shipment's JSON as GET /shipments/{id} shows it, made once per revision, version and renderer
 -- (a digest of the code that shapes it) and served as stored while all three still match
--- (models/shipments.py RENDERED_PAGE_SQL). Only this service writes it; deleting every row is harmless,
--- so it is UNLOGGED: storing costs no WAL and no flush at commit, and a crash only empties it.
-CREATE UNLOGGED TABLE IF NOT EXISTS shipment_renderings (
+-- (models/shipments.py RENDERED_PAGE_SQL). Only this service writes it; deleting every row is harmless.
+-- It is WAL-logged (each rendering stored costs its WAL once) so that hot standbys have it: their reads
+-- join it, and an UNLOGGED table cannot be read during recovery (docs/scaling.md).
+CREATE TABLE IF NOT EXISTS shipment_renderings (
   shipment_id bigint NOT NULL REFERENCES shipments (id) ON DELETE CASCADE DEFERRABLE,
   api_version text NOT NULL,
   renderer    text NOT NULL,

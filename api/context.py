@@ -1,11 +1,11 @@
-"""The request's database connection and who is asking."""
+"""The request's database connections (the primary's, and a standby's for reads) and who is asking."""
 import functools
 import logging
 import time
 
-from flask import current_app, g
+from flask import current_app, g, request
 
-from models import db
+from models import db, standby
 
 log = logging.getLogger(__name__)
 
@@ -19,24 +19,101 @@ def database():
     return target
 
 
-def get_conn():
-    """The request's connection, taken from the process pool on first use (one that looks alive).
+def standbys():
+    """The application's models.standby.Standbys (reads from DATABASE_REPLICA_URL), None when it is not set."""
+    config, extensions = current_app.config, current_app.extensions
+    if not config.get("DATABASE_REPLICA_URL"):
+        return None
+    found = extensions.get("standbys")
+    if found is None or found.standby.url != config["DATABASE_REPLICA_URL"] or found.primary != database():
+        target = db.Target.from_config(config, "api", url=config["DATABASE_REPLICA_URL"], standby=True)
+        found = extensions["standbys"] = standby.Standbys(database(), target, config["DATABASE_REPLICA_LAG_SECONDS"])
+    return found
 
-    It is in autocommit: each statement commits by itself, so the rate-limit count holds its row lock
-    only while it runs (a transaction around the request made every request of one token wait for the
-    one before to end) and no COMMIT round trip ends a request. A read that needs one snapshot for
-    several statements opens an explicit transaction for them (models.db.one_snapshot).
+
+def get_conn():
+    """The request's connection for reading: a standby's while it serves reads (models/standby.py), else the
+    primary's (`primary_conn`), taken from the process pool on first use (one that looks alive).
+
+    It is in autocommit: each statement commits by itself, and no COMMIT round trip ends a request. A read
+    that needs one snapshot for several statements opens an explicit transaction for them
+    (models.db.one_snapshot). A GET the standby cannot serve now, or whose standby connection failed, reads
+    on the primary; one the primary cannot serve (away) reads on the standby, whatever its lag.
     Raises models.db.DatabaseUnavailable when no connection can be made (answered 503).
     """
     if "conn" not in g:
-        g.conn = db.checkout(database())
-        if not g.conn.autocommit:
-            g.conn.autocommit = True
+        reads = standbys()
+        there = reads is not None and request.method in ("GET", "HEAD") and not g.get("on_primary")
+        conn = _standby_conn(reads) if there and reads.reads_there() else None
+        if conn is None:
+            try:
+                conn = primary_conn()
+            except db.DatabaseUnavailable:
+                if not there:
+                    raise
+                reads.lost_primary()  # the read is the standby's, whatever its lag
+                conn = _standby_conn(reads)
+                if conn is None:
+                    raise
+        g.conn = conn
     return g.conn
 
 
-def first_statements(work):
-    """`work(conn)`: the request's first statements, run again on a new connection if the first one dropped,
+def primary_conn():
+    """The request's connection to the primary (DATABASE_URL), for what is written (the guard's statements)."""
+    if "primary_conn" not in g:
+        conn = g.get("conn")
+        if conn is None or conn.target.standby:
+            conn = db.checkout(database())
+            if not conn.autocommit:
+                conn.autocommit = True
+        g.primary_conn = conn
+    return g.primary_conn
+
+
+def on_standby():
+    """Whether the request reads on a standby's connection."""
+    conn = g.get("conn")
+    return conn is not None and conn.target.standby
+
+
+def _standby_conn(reads):
+    # A standby's connection that may serve now, else None (its lag over the bound, or it is lost).
+    try:
+        conn = db.checkout(reads.standby)
+    except db.DatabaseUnavailable as error:
+        log.warning("the standby is unavailable (%s): reads go to the primary", error)
+        reads.lost_standby()
+        return None
+    if not reads.serves(conn):
+        db.checkin(conn)
+        return None
+    if not conn.autocommit:
+        conn.autocommit = True
+    conn.writer = primary_conn  # where what a read stores goes (models.shipments.store_renderings)
+    return conn
+
+
+def first_statements(work, read=False):
+    """`work(conn)`: the guard's statements on the primary (`_first_statements`).
+
+    While the primary is away (DatabaseUnavailable) with standbys set, reads go to a standby and the guard
+    counts alone (models.rate_limits); `work` that only reads (`read`) then runs on the standby, for a GET.
+    """
+    try:
+        return _first_statements(work)
+    except db.DatabaseUnavailable:
+        reads = standbys()
+        if reads is None:
+            raise
+        reads.lost_primary()
+        if not read or request.method not in ("GET", "HEAD"):
+            raise
+    return work(get_conn())
+
+
+def _first_statements(work):
+    """`work(conn)` on the primary: the request's first statements, run again on a new connection if the first one dropped,
     and again after a pause when a deadlock or serialization failure (models.db.TransientConflict) ended them.
 
     The liveness check of get_conn cannot see a connection that dies between the check and the first
@@ -48,7 +125,7 @@ def first_statements(work):
     """
     lost, conflicts = False, 0
     while True:
-        conn = get_conn()
+        conn = primary_conn()
         try:
             return work(conn)
         except db.DatabaseLost as error:
@@ -56,7 +133,7 @@ def first_statements(work):
                 raise
             lost = True
             log.info("pooled connection lost before its first statement (%s); retrying once on a new one", error)
-            _discard_conn()
+            _discard_conn("primary_conn")
         except db.TransientConflict as error:
             conflicts += 1
             if conflicts >= db.CONFLICT_TRIES:
@@ -68,49 +145,62 @@ def first_statements(work):
 
 
 def read_again_if_lost(view):
-    """`view` (a GET view) run again once, on a new connection, when the one it took was lost meanwhile.
+    """`view` (a GET view) run again once, on a new connection, when the one it took was lost meanwhile; on
+    the primary when it read on a standby that failed it or had not reached what it asked for.
 
     The liveness check of get_conn cannot see a connection that dies between the check and the view's
     first statement (or drops on the way). A GET view only reads (a rendering it stores may be stored
     twice, harmlessly), so running it again is safe. A second loss is the database being away:
-    DatabaseLost, a DatabaseUnavailable (answered 503).
+    DatabaseLost, a DatabaseUnavailable (answered 503). A standby's failure of any kind (lost, not
+    answering in time, a conflict with its replay, a feed cursor it has not reached: models.standby.Behind)
+    sends the read to the primary: a lost standby costs no request a 5xx.
     """
     @functools.wraps(view)
     def read(*args, **kwargs):
         try:
             return view(*args, **kwargs)
-        except db.DatabaseLost as error:
-            if "conn" not in g:
+        except (db.DatabaseUnavailable, *db.TransientConflict, standby.Behind) as error:
+            if on_standby():
+                if isinstance(error, db.DatabaseUnavailable):
+                    standbys().lost_standby()
+                log.warning("the standby could not answer (%s): read again on the primary", db.describe(error))
+                _discard_conn("conn", broken=not isinstance(error, standby.Behind))
+                g.on_primary = True
+                return view(*args, **kwargs)
+            if not isinstance(error, db.DatabaseLost) or "conn" not in g:
                 raise
             log.info("pooled connection lost before the view answered (%s); retrying once on a new one", error)
-            _discard_conn()
+            _discard_conn("conn")
             return view(*args, **kwargs)
     return read
 
 
-def _discard_conn():
-    conn = g.pop("conn")
-    db.checkin(conn, broken=True)
+def _discard_conn(key, broken=True):
+    conn = g.pop(key)
+    for other in ("conn", "primary_conn"):
+        if g.get(other) is conn:
+            g.pop(other)
+    conn.writer = None
+    db.checkin(conn, broken=broken)
 
 
 def release_conn(error=None):
-    """Return the request's connection to the pool, ending a transaction an error left open.
+    """Return the request's connections to their pools, ending a transaction an error left open.
 
-    The connection is in autocommit (see get_conn), so nothing is left to commit. A connection lost
+    The connections are in autocommit (see get_conn), so nothing is left to commit. A connection lost
     meanwhile is closed and dropped from the pool; the response has been decided already.
     """
-    conn = g.pop("conn", None)
-    if conn is None:
-        return
-    broken = False
-    try:
-        if db.in_transaction(conn):
-            conn.rollback()
-    except db.DatabaseUnavailable as lost:
-        log.warning("connection lost at the end of a request: %s", lost)
-        broken = True
-    finally:
-        db.checkin(conn, broken=broken)
+    for conn in {id(conn): conn for conn in (g.pop("conn", None), g.pop("primary_conn", None)) if conn}.values():
+        broken = False
+        try:
+            if db.in_transaction(conn):
+                conn.rollback()
+        except db.DatabaseUnavailable as lost:
+            log.warning("connection lost at the end of a request: %s", lost)
+            broken = True
+        finally:
+            conn.writer = None
+            db.checkin(conn, broken=broken)
 
 
 def principal():

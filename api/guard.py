@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 
 from flask import current_app, g, request
 
-from api.context import database, first_statements, get_conn
+from api.context import database, first_statements, primary_conn, standbys
 from api.errors import (InvalidParameter, InvalidToken, InvalidVersion, MissingToken, RateLimited, RequestTooLarge,
                         anonymous_limit_message, not_modified_message)
 from models import breaker, db, deadline, organizations, principals, rate_limits, tokens
@@ -127,8 +127,8 @@ def authenticate_and_count(token):
 
 
 def look_up(fingerprint):
-    """The principal of a token fingerprint, read now (the request's first statement)."""
-    return first_statements(lambda conn: tokens.principal(conn, fingerprint))
+    """The principal of a token fingerprint, read now (the first statement; on a standby while the primary is away)."""
+    return first_statements(lambda conn: tokens.principal(conn, fingerprint), read=True)
 
 
 def reserve(wanted):
@@ -152,11 +152,12 @@ def kept_principals():
 
 
 def reservations():
-    """This application's reservations of the rate limits (models.rate_limits.Reservations), made on first use."""
+    """This application's reservations of the rate limits (models.rate_limits.Reservations), made on first use;
+    with standbys, counted alone while the primary is away (docs/authentication.md)."""
     held = current_app.extensions.get("rate_limits")
     if held is None:
         window = current_app.config["RATE_LIMITS"]["window_seconds"]
-        held = current_app.extensions["rate_limits"] = rate_limits.Reservations(window)
+        held = current_app.extensions["rate_limits"] = rate_limits.Reservations(window, alone=standbys() is not None)
     return held
 
 
@@ -172,7 +173,7 @@ def write_last_uses(principal):
     if due is None:
         return
     try:
-        principals.record_last_uses(get_conn(), due)
+        principals.record_last_uses(primary_conn(), due)
     except (db.DatabaseUnavailable, *db.TransientConflict):
         pass
 
@@ -287,7 +288,7 @@ def pinned_version(principal):
     """
     if principal["api_version"] is None:
         # Another request may pin it meanwhile: the statement keeps the pin it finds and returns it.
-        principal["api_version"] = organizations.pin_version(get_conn(), principal["organization_id"],
+        principal["api_version"] = organizations.pin_version(primary_conn(), principal["organization_id"],
                                                              versions.LATEST)
     return principal["api_version"]
 

@@ -41,6 +41,11 @@ class Probes:
         self._ready = (float("-inf"), None)
         self._ready_lock = threading.Lock()
         self._conn, self._conn_pid = None, None  # the readiness check's connection (_connection)
+        # With reads on hot standbys (docs/scaling.md), a process whose primary is away still serves: ready,
+        # when the standby is (its own check's connection, made as the primary's).
+        replica = config.get("DATABASE_REPLICA_URL")
+        self.standby = Probes(config | {"DATABASE_URL": replica, "DATABASE_REPLICA_URL": None},
+                              db.Target.from_config(config, "api", url=replica, standby=True)) if replica else None
 
     def answer(self, environ):
         """(status, headers, body) for a probe path, else None (the request is the API's)."""
@@ -56,7 +61,10 @@ class Probes:
         return _json(200, {"status": "ok"})
 
     def readyz(self, _environ):
-        """200 when the database answers in time and its schema is this code's, else 503; cached a second."""
+        """200 when the database answers in time and its schema is this code's, else 503; cached a second.
+
+        With standbys, 200 too while the primary is not ready and a standby is (`reads_only`: reads are served).
+        """
         with self._ready_lock:
             expires, answer = self._ready
             if time.monotonic() >= expires:
@@ -65,10 +73,19 @@ class Probes:
             return answer
 
     def _check_ready(self):
+        answer = self._check_this()
+        if answer[0] == 200 or self.standby is None:
+            return answer
+        read_only = self.standby._check_this(standby=True)
+        if read_only[0] != 200:
+            return answer
+        return _json(200, {**json.loads(read_only[2]), "reads_only": True})
+
+    def _check_this(self, standby=False):
         # Never the breaker's probe, and never on a pooled connection: a check that times out closes its
         # connection (models/deadline.py), and on a database that answers slowly the pooled ones are those
         # that still answer. While the breaker is open (models/breaker.py) the answer is known without asking.
-        if breaker.is_open():
+        if breaker.is_open(standby):
             return self._not_ready("the service cannot reach its database")
         timeout = self.config["PROBE_TIMEOUT_SECONDS"]
         # The timeout bounds the client's waits too, the connection's included: a database that accepts

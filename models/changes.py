@@ -20,6 +20,7 @@ transaction ids can repeat ones the old line gave out, so every cursor of anothe
 (docs/sync.md), even one from before the fork: nothing tells a cursor the lost line gave from one it did not.
 """
 from models.db import execute_all
+from models.standby import Behind
 
 # GET /changes: live and deleted shipments after a position, below the horizon (snapshot, elsewhere and
 # horizon: changes of transactions below it are final, module docstring), oldest change first. A position's
@@ -89,14 +90,16 @@ def changes_after(conn, organization_id, position, limit):
 
     The caller runs this inside db.one_snapshot and reads the shipments to show in the same
     snapshot, so each item is the state its revision names. Raises CursorOfAnotherHistory for a position
-    given in another history, CursorBeyond for one past every transaction of the server.
+    given in another history, CursorBeyond for one past every transaction of the server; on a standby, Behind
+    for either (the primary may have given it, in a history or at a transaction the standby has not replayed
+    yet: the primary answers).
     """
     after_txn, after_id = position
     rows = execute_all(conn, FEED_SQL, {"organization_id": organization_id, "after_txn": str(after_txn),
                                         "after_id": after_id, "limit": limit})
-    if rows[0]["other_history"]:
-        raise CursorOfAnotherHistory(position)
-    if rows[0]["beyond"]:
-        raise CursorBeyond(position)
+    if rows[0]["other_history"] or rows[0]["beyond"]:
+        if getattr(getattr(conn, "target", None), "standby", False):
+            raise Behind(position)
+        raise CursorOfAnotherHistory(position) if rows[0]["other_history"] else CursorBeyond(position)
     return [((int(row["change_xid"]), row["id"]), row["id"], row["revision"], row["visible"])
             for row in rows if row["id"] is not None]

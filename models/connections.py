@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 import psycopg2
 import psycopg2.extensions
 
-from models import deadline
+from models import breaker, deadline
 from models.cursors import Connection, Cursor, execute, execute_one
 from models.db_errors import DatabaseUnavailable, unavailable
 
@@ -47,6 +47,7 @@ class Target:
     pool_size: int = 8
     settings: tuple = ()               # more (name, value) session settings of this process
     cursor_factory: type = Cursor      # the class of its cursors (tests give one that counts statements)
+    standby: bool = False              # a hot standby's (DATABASE_REPLICA_URL): reads only, a breaker of its own
 
     @classmethod
     def from_config(cls, config, process, url=None, **more):
@@ -81,7 +82,9 @@ def connect(target):
     dsn = deadline.silent_last(target.url)
     while True:
         try:
-            conn = psycopg2.connect(dsn, connection_factory=Connection, cursor_factory=target.cursor_factory, **extra)
+            with breaker.connecting(target.standby):
+                conn = psycopg2.connect(dsn, connection_factory=Connection, cursor_factory=target.cursor_factory,
+                                        **extra)
             break
         except psycopg2.Error as error:
             hung = getattr(error, "hung_host", None)  # of a multi-host URL, one that did not answer in time:

@@ -111,7 +111,7 @@ def _wait(conn):
         if state == psycopg2.extensions.POLL_OK:
             # A pooler answers a connection by itself.
             if conn.status != psycopg2.extensions.STATUS_SETUP and not getattr(_local, "aside", False):
-                breaker.answered()
+                breaker.answered(breaker.standby_of(conn))
             return
         remaining = deadline - time.monotonic()
         if remaining > 0:
@@ -131,7 +131,7 @@ def _wait(conn):
             hung = (conn.info.host, str(conn.info.port))
             others = without_host(conn.dsn, hung)  # its password is hidden: only to know whether others remain
         if opens and others is None and not getattr(_local, "aside", False):
-            breaker.opened(message, started)
+            breaker.opened(message, started, breaker.standby_of(conn))
         error = psycopg2.extensions.QueryCanceledError(message + (f" at {hung[0]}:{hung[1]}" if others else ""))
         error.hung_host = hung if others else None  # the connection layer tries the others
         if others:

@@ -148,42 +148,43 @@ class Pool:
             conn.close()
 
 
-_pool = None
-_pool_pid = None
+_pools = {}  # the process's pools, by whether their target is a standby: {standby: (pool, pid)}
 _pool_lock = threading.Lock()
 
 
 def get_pool(target):
     """The process's pool for `target`, made after fork so workers never share sockets.
 
-    A pool for another target (tests switch databases) replaces it, and the old one is closed.
+    One pool per role (the primary's, a standby's: models/standby.py). A pool for another target of the
+    same role (tests switch databases) replaces it, and the old one is closed.
     """
-    global _pool, _pool_pid
     target = as_target(target)
     with _pool_lock:
-        if _pool is None or _pool_pid != os.getpid() or _pool.target != target:
-            if _pool is not None and _pool_pid == os.getpid():
-                _pool.close()
-            _pool, _pool_pid = Pool(target), os.getpid()
-        return _pool
+        pool, pid = _pools.get(target.standby, (None, None))
+        if pool is None or pid != os.getpid() or pool.target != target:
+            if pool is not None and pid == os.getpid():
+                pool.close()
+            pool = Pool(target)
+            _pools[target.standby] = (pool, os.getpid())
+        return pool
 
 
 def close_pool():
     """Close every pooled connection (tests switch databases)."""
-    global _pool
     with _pool_lock:
-        if _pool is not None and _pool_pid == os.getpid():
-            _pool.close()
-        _pool = None
+        for pool, pid in _pools.values():
+            if pid == os.getpid():
+                pool.close()
+        _pools.clear()
 
 
 def as_target(target):
-    """A Target; a bare URL means the process pool's own target when it has that URL, else the defaults."""
+    """A Target; a bare URL means a process pool's own target when it has that URL, else the defaults."""
     if isinstance(target, Target):
         return target
-    pool = _pool
-    if pool is not None and pool.target.url == target:
-        return pool.target
+    for pool, _pid in list(_pools.values()):
+        if pool.target.url == target:
+            return pool.target
     return Target(target)
 
 
@@ -212,7 +213,8 @@ def checkout(target):
     will), and at once while the database is taken for not answering (models/breaker.py), unless this
     checkout is the one that finds out whether it answers again.
     """
-    if breaker.admit():
+    target = as_target(target)
+    if breaker.admit(target.standby):
         return _probe(get_pool(target))
     return _take(get_pool(target))
 
@@ -254,7 +256,7 @@ def _probe(pool):
         reason = str(error)
         raise
     finally:
-        breaker.probed(answered, reason, since=started)
+        breaker.probed(answered, reason, since=started, standby=pool.target.standby)
 
 
 def checkin(conn, broken=False):

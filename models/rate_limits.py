@@ -7,6 +7,9 @@ requests from that reservation in memory (`Reservations.admit`); a reservation o
 window is spent, which the process then knows until the window ends, answering without a statement.
 Reservations are taken from the shared count before they are used, so all processes together never
 admit more than the quota; a process that stops holding some admits fewer (docs/authentication.md).
+While the primary is away and reads go to a standby (`alone`), a process counts by itself: in each bucket's
+window at most what was left of it when the process last reserved, or the whole quota for a bucket it
+held nothing of.
 """
 import math
 import threading
@@ -87,8 +90,8 @@ class Standing:
 class Reservations:
     """The reservations of one process (one per application), shared by its threads."""
 
-    def __init__(self, window_seconds):
-        self.window_seconds = window_seconds
+    def __init__(self, window_seconds, alone=False):
+        self.window_seconds, self.alone = window_seconds, alone
         self._held = {}
         self._lock = threading.Lock()
 
@@ -97,7 +100,9 @@ class Reservations:
 
         `reserve_with(wanted)` runs `reserve` on a connection; it is called only for the buckets this process
         holds nothing of (never once a bucket is known spent), and the request takes its one from what it got
-        before another thread can. Returns ({bucket: Standing}, admitted).
+        before another thread can. When it raises DatabaseUnavailable and the process may count `alone` (the
+        primary away, reads on a standby), it grants itself what it last knew was left (`_alone`).
+        Returns ({bucket: Standing}, admitted).
         """
         mine = set()  # the buckets this request holds its one of
         while True:
@@ -118,7 +123,12 @@ class Reservations:
                             for bucket, quota in quotas.items()}, not spent
                 wanted = {bucket: (quota, self._wanted(quota, held[bucket], now))
                           for bucket, quota in quotas.items() if bucket not in mine}
-            answer = reserve_with(wanted)
+            try:
+                answer = reserve_with(wanted)
+            except db.DatabaseUnavailable:
+                if not self.alone:
+                    raise
+                answer = self._alone(wanted)
             now = time.monotonic()
             with self._lock:
                 for bucket, (taken, granted, resets_in) in answer.items():
@@ -141,6 +151,21 @@ class Reservations:
         now = time.monotonic()
         with self._lock:
             return self._standing(quota, self._current(bucket, now), now)
+
+    def _alone(self, wanted):
+        """A reservation answer ({bucket: (taken, granted, resets_in)}) this process grants itself without the
+        database: what was left of the window when it last reserved (the whole quota for a bucket it held
+        nothing of), the window's end by this machine's clock. Taken as all of it: once used, the bucket is spent."""
+        now, wall = time.monotonic(), time.time()
+        answer = {}
+        with self._lock:
+            for bucket, (quota, _wants) in wanted.items():
+                reserved = self._current(bucket, now)
+                granted = quota if reserved is None else max(0, quota - reserved.taken)
+                resets_in = (reserved.ends - now if reserved is not None
+                             else self.window_seconds - wall % self.window_seconds)
+                answer[bucket] = (quota, granted, max(1, math.ceil(resets_in)))
+        return answer
 
     def _current(self, bucket, now):
         reserved = self._held.get(bucket)

@@ -3,7 +3,7 @@ import re
 
 import psycopg2.extensions
 
-from models.db import execute, execute_all, group_rows
+from models.db import DatabaseUnavailable, execute, execute_all, group_rows
 
 # rendered_page: a page of visible shipments (the filters of GET /shipments and GET /shipments/{id}: the
 # shipment_page function of schema.sql, inlined here with these values), each with its stored rendering
@@ -180,6 +180,12 @@ def store_renderings(conn, api_version, renderer, renderings, resource="shipment
     """Keep (id, revision, body) renderings of shipments (or of their packing lists) for later reads."""
     if not renderings:
         return
+    # Read on a standby: stored on the request's primary (api.context sets `writer`), unless it is away.
+    if getattr(getattr(conn, "target", None), "standby", False):
+        try:
+            conn = conn.writer()
+        except (AttributeError, TypeError, DatabaseUnavailable):
+            return
     ids, revisions, bodies = zip(*renderings)
     execute(conn, STORE_RENDERINGS_SQL, {"api_version": api_version, "renderer": renderer, "resource": resource,
                                          "ids": list(ids), "revisions": list(revisions), "bodies": list(bodies)})
