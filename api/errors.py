@@ -208,14 +208,18 @@ def _database_unavailable(error):
     return error_response(ServiceUnavailable(current_app.config["DATABASE_RETRY_AFTER"]))
 
 
-def _database_conflict(error):
-    # A deadlock or serialization failure past the retries of the request's first statements
-    # (api.context.first_statements), or in a later statement: transient, so a 503 the client may retry.
+def conflict_refusal(error):
+    """The 503 of a deadlock or serialization failure past the retries of the request's first statements
+    (api.context.first_statements), or in a later statement: transient, so a 503 the client may retry."""
     metrics.DATABASE_ERRORS.labels("conflict").inc()
     log.warning("database conflict, answered 503: %s", db.describe(error))
-    return error_response(ServiceUnavailable(CONFLICT_RETRY_AFTER, "The request met a conflicting change in the "
-                                             "database and was not completed. Retry after the number of seconds "
-                                             f"in Retry-After ({CONFLICT_RETRY_AFTER})."))
+    return ServiceUnavailable(CONFLICT_RETRY_AFTER, "The request met a conflicting change in the database and was "
+                                                    "not completed. Retry after the number of seconds in "
+                                                    f"Retry-After ({CONFLICT_RETRY_AFTER}).")
+
+
+def _database_conflict(error):
+    return error_response(conflict_refusal(error))
 
 
 def _statement_error(error):

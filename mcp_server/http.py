@@ -20,7 +20,7 @@ from werkzeug.wsgi import get_input_stream
 
 from api.context import release_conn
 from api.errors import (ApiError, InvalidParameter, RequestTooLarge, ServiceUnavailable, UnsupportedMediaType,
-                        error_response)
+                        conflict_refusal, error_response)
 from api.hooks import share_request_hooks
 from mcp_server.calls import API_REFUSED, CALLER, ApiCaller
 from models import db
@@ -212,3 +212,12 @@ def refused(error):
 def database_unavailable(_error):
     """The database away: the API's 503, as a JSON-RPC error."""
     return refused(ServiceUnavailable(current_app.config["DATABASE_RETRY_AFTER"]))
+
+
+def database_conflict(error):
+    """A deadlock or serialization failure past its retries: the API's 503, as a JSON-RPC error."""
+    return refused(conflict_refusal(error))
+
+
+for _conflict in db.TransientConflict:  # more specific than db.Error, as in api/errors.py
+    bp.register_error_handler(_conflict, database_conflict)

@@ -28,8 +28,10 @@ def _count(conn, sql, *params):
         return cur.fetchone()["count"]
 
 
-def _request_in_a_deadlock(conn, database_url, client, token):
-    """GET /organization while a script takes the request's two buckets in the opposite order; its response."""
+def _request_in_a_deadlock(conn, database_url, client, token, send=None):
+    """GET /organization (or `send`) while a script takes the request's two buckets in the opposite order; its
+    response."""
+    send = send or (lambda: client.get("/organization", headers=auth(token)))
     token_id = _count(conn, "SELECT id AS count FROM tokens")
     within_one_window(10, WINDOW_SECONDS)
     window = f"to_timestamp(floor(extract(epoch FROM now()) / {WINDOW_SECONDS}) * {WINDOW_SECONDS})"
@@ -41,7 +43,7 @@ def _request_in_a_deadlock(conn, database_url, client, token):
         with script.cursor() as cur:
             cur.execute("SET deadlock_timeout = '60s'")  # the request waits 1 s: it is the one ended
             cur.execute(take, ("ip:127.0.0.1",))
-            asking = threading.Thread(target=lambda: answered.append(client.get("/organization", headers=auth(token))))
+            asking = threading.Thread(target=lambda: answered.append(send()))
             asking.start()
             assert wait_for(lambda: _count(conn, "SELECT count(*) FROM pg_stat_activity WHERE %s = "
                                                  "ANY(pg_blocking_pids(pid))", script.info.backend_pid) == 1, 20), \
@@ -85,3 +87,19 @@ def test_a_conflict_past_the_tries_is_a_503_with_retry_after(conn, database_url,
     assert "Service-Version" not in response.headers
     assert _count(conn, "SELECT hits AS count FROM rate_limit_counters WHERE bucket LIKE 'token:%%'") == 1, \
         "only the script's hit: the request's count was rolled back"
+
+
+def test_a_conflict_past_the_tries_on_mcp_is_a_json_rpc_error(conn, database_url, conflict_client, monkeypatch):
+    # /mcp answers every refusal as a JSON-RPC error with the API's status and headers (mcp_server/http.py):
+    # a conflict too, not the API's plain JSON body a JSON-RPC client cannot read.
+    monkeypatch.setattr(db, "CONFLICT_TRIES", 1)
+    client, token = conflict_client
+    message = {"jsonrpc": "2.0", "id": 7, "method": "tools/list"}
+    headers = {**auth(token), "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
+    response = _request_in_a_deadlock(conn, database_url, client, token,
+                                      send=lambda: client.post("/mcp", json=message, headers=headers))
+    assert response.status_code == 503
+    assert response.get_json() == {"jsonrpc": "2.0", "id": None, "error": {
+        "code": -32000, "message": CONFLICT["error"]["message"], "data": {"status": 503, **CONFLICT}}}
+    assert response.headers["Retry-After"] == "1"
+    assert response.headers["Content-Type"] == "application/json"
