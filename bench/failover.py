@@ -3,6 +3,7 @@
     .venv/bin/python bench/failover.py --rounds 5 --outage 6                      # this checkout
     .venv/bin/python bench/failover.py --rounds 5 --outage 6 --code /tmp/before   # and another, alternating
     .venv/bin/python bench/failover.py --rounds 3 --outage 12 --silent            # a primary that goes silent
+    .venv/bin/python bench/failover.py --rounds 2 --unplanned --code /tmp/before  # one that loses WAL: promises kept
 
 Each round makes a primary and a hot standby of its own on this machine (tests/support/replication.py),
 starts the checkout's service (gunicorn -w 2, its gunicorn.conf.py) and `python -m delivery --watch` on
@@ -18,7 +19,8 @@ then stops passing anything (a machine gone, packets dropped), while the standby
   `database unreachable, retrying` lines, per second of the outage): what its backoff costs the
   servers (each try against the standby is a session started and refused as read-only).
 
-The medians per checkout, and with `--code` their ratios, close the output.
+The medians per checkout, and with `--code` their ratios, close the output. `--unplanned` measures instead
+what receivers and a mirror are promised after a failover that lost WAL (bench/failover_unplanned.py).
 """
 import argparse
 import json
@@ -178,9 +180,16 @@ def main():
     parser.add_argument("--outage", type=float, default=6.0, help="seconds between the stop and the promotion")
     parser.add_argument("--silent", action="store_true", help="the primary goes silent instead of stopping")
     parser.add_argument("--code", help="another checkout to measure beside this one (the code before a change)")
+    parser.add_argument("--unplanned", action="store_true", help="a failover that loses WAL (webhook-ids, mirror)")
     args = parser.parse_args()
     hooks, bundle = receiver()
     checkouts = {"this": ROOT, **({"code": Path(args.code).resolve()} if args.code else {})}
+    if args.unplanned:
+        from bench.failover_unplanned import run
+
+        run(args.rounds, checkouts, hooks, bundle)
+        os.unlink(bundle)
+        return
     figures = {name: [] for name in checkouts}
     for number in range(1, args.rounds + 1):
         for name, checkout in checkouts.items():
