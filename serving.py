@@ -1,14 +1,12 @@
 """The gunicorn worker: threads that read each request whole, within a deadline, before the application sees it,
 and write each response within a deadline of its own, after the request has left its place in the application.
 
-Requests gunicorn refuses itself are answered with the API's JSON error body (docs/decisions.md, "HTTP edges").
+Requests gunicorn refuses itself are answered with the API's JSON error body (worker_answers.py).
 What this takes from gunicorn beyond its settings and hooks (gthread's methods, nr_conns, a request's
 _expected_100_continue, ...) is named in tests/unit/test_gunicorn_names.py, which an upgrade that moves one fails.
 """
 import io
-import json
 import socket
-import ssl
 import struct
 import threading
 import time
@@ -21,31 +19,11 @@ from gunicorn.http.wsgi import Response, default_environ
 from gunicorn.workers.gthread import ThreadWorker
 
 from api import metrics, waiting
-from api.errors import InternalError, InvalidParameter
-from api.observe import request_id
+from api.errors import InternalError
 from config import load_config
 from held_requests import PARKED, Held, HoldingWorker
 from logs import ENVIRON_REQUEST_ID, ENVIRON_ROUTE
-
-# A request's head and body must have arrived this many seconds after its worker thread started on it. Each
-# read has the time left, not a time of its own: a client sending a byte a second would meet any per-read
-# timeout and hold the thread for as long as it cares to.
-REQUEST_SECONDS = 10
-
-# gunicorn.workers.base.Worker.handle_error answers these as the client's fault (with HTML); so do we,
-# as 400 invalid_parameter: the spec's status for "a parameter or header is invalid".
-_HEADER_ERRORS = (http_errors.InvalidHeader, http_errors.InvalidHeaderName, http_errors.ObsoleteFolding,
-                  http_errors.InvalidSchemeHeaders, http_errors.UnsupportedTransferCoding,
-                  http_errors.ExpectationFailed)
-_REQUEST_LINE_ERRORS = (http_errors.InvalidRequestLine, http_errors.InvalidRequestMethod,
-                        http_errors.InvalidHTTPVersion)
-
-
-class RequestTimeout(Exception):
-    """A request that had not arrived whole REQUEST_SECONDS after its thread started reading it."""
-
-    def __str__(self):
-        return f"the request had not arrived whole after {REQUEST_SECONDS} s"
+from worker_answers import REQUEST_SECONDS, RequestTimeout, client_error, error_bytes, status_line
 
 
 class ResponseTimeout(TimeoutError):
@@ -53,45 +31,6 @@ class ResponseTimeout(TimeoutError):
 
     A TimeoutError, so gunicorn passes it on as a socket's error instead of answering it.
     """
-
-
-def client_error(exc, cfg):
-    """The InvalidParameter answering a request gunicorn could not read, else None (our fault)."""
-    # Subclasses of InvalidHeader and ParseException that gunicorn counts as its own or the app's fault.
-    if isinstance(exc, (http_errors.InvalidResponseHeader, http_errors.InvalidResponseHeaderName,
-                        http_errors.ConfigurationProblem)):
-        return None
-    if isinstance(exc, RequestTimeout):
-        return InvalidParameter(f"The request did not arrive whole within {REQUEST_SECONDS} seconds.")
-    if isinstance(exc, http_errors.LimitRequestLine):
-        return InvalidParameter(f"The request line is longer than {cfg.limit_request_line} bytes; "
-                                f"shorten the query.")
-    if isinstance(exc, http_errors.LimitRequestHeaders):
-        return InvalidParameter(f"Too many or too large headers: at most {cfg.limit_request_fields} headers "
-                                f"of at most {cfg.limit_request_field_size} bytes each.")
-    if isinstance(exc, _REQUEST_LINE_ERRORS):
-        return InvalidParameter("The request line is not valid HTTP/1.x: METHOD SP path SP HTTP/1.1.")
-    if isinstance(exc, _HEADER_ERRORS):
-        # Not echoed: the offending line may be a credential.
-        return InvalidParameter("A request header is not valid HTTP.")
-    if isinstance(exc, ssl.SSLError):
-        return InvalidParameter("The TLS handshake failed.")
-    if isinstance(exc, http_errors.ParseException):  # chunked framing, proxy protocol, h2c preface
-        return InvalidParameter("The request is not valid HTTP.")
-    return None
-
-
-def status_line(error):
-    """`400 Bad Request` or `500 Internal Server Error`: the only two statuses this worker writes."""
-    return f"{error.status} {'Bad Request' if error.status == 400 else 'Internal Server Error'}"
-
-
-def error_bytes(error):
-    """A complete HTTP/1.1 response carrying `error`'s JSON body; the connection closes after it."""
-    body = json.dumps(error.body(), separators=(",", ":")).encode()
-    head = (f"HTTP/1.1 {status_line(error)}\r\nConnection: close\r\nContent-Type: application/json\r\n"
-            f"X-Request-Id: {request_id(None)}\r\nContent-Length: {len(body)}\r\n\r\n")
-    return head.encode("latin-1") + body
 
 
 class ClientSocket(socket.socket):
