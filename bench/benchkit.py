@@ -168,3 +168,11 @@ def percentile(values, fraction):
     """The value at `fraction` of the sorted values (nearest rank)."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
+
+
+def answers(url):
+    """Whether `url` answers 200."""
+    try:
+        return requests.get(url, timeout=1).status_code == 200
+    except requests.RequestException:
+        return False

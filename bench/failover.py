@@ -39,7 +39,7 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.benchkit import RAISED_LIMITS, ROOT  # noqa: E402
+from bench.benchkit import RAISED_LIMITS, ROOT, answers  # noqa: E402
 from models import db  # noqa: E402
 from tests.support.databases import apply_schema  # noqa: E402
 from tests.support.factories import auth, make_org, make_shipment, make_token  # noqa: E402
@@ -88,14 +88,6 @@ def write(url, shipment, status):
         db.execute(conn, "UPDATE shipments SET status = %(status)s WHERE id = %(id)s", {"status": status, "id": shipment})
     finally:
         conn.close()
-
-
-def answers(url):
-    """Whether `url` answers 200."""
-    try:
-        return requests.get(url, timeout=1).status_code == 200
-    except requests.RequestException:
-        return False
 
 
 def poll(base, token, seen, done):

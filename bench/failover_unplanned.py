@@ -24,8 +24,7 @@ from pathlib import Path
 
 import requests
 
-from bench.benchkit import RAISED_LIMITS
-from bench.failover import answers
+from bench.benchkit import RAISED_LIMITS, answers
 from models import db
 from tests.support.factories import auth
 from tests.support.processes import free_port, wait_for
